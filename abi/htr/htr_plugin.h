@@ -1,0 +1,226 @@
+/*
+ * htr_plugin.h — the device plugin ABI. C99. Vendors implement this.
+ *
+ * A plugin is a shared object named `libhtr_<name>.so` that exports exactly
+ * one symbol:
+ *
+ *   const htr_plugin_api_t* htr_plugin_get_api(uint32_t host_abi_major);
+ *
+ * It returns a table describing the plugin, or NULL when it cannot serve a
+ * host of that major version. The table is borrowed: it lives as long as the
+ * library stays loaded. Its first four fields are frozen forever, in order:
+ *   size_t struct_size; uint32_t abi_major; uint32_t abi_minor; const char* name;
+ *
+ * VERSIONING
+ *   HTR_PLUGIN_ABI_MAJOR changes when anything is deleted, retyped or
+ *   reordered; the host rejects a plugin whose abi_major differs from its own.
+ *   HTR_PLUGIN_ABI_MINOR changes when fields are appended to the end of a
+ *   struct. The host reads a field only if struct_size covers it
+ *   (HTR_STRUCT_HAS_FIELD), so an older plugin (smaller table) works with a
+ *   newer host, and a newer plugin with an older host. Optional entries may be
+ *   NULL; the host then falls back (or places the work on another device).
+ *
+ * ERRORS
+ *   Every fallible entry returns htr_status_t; NULL is success. A plugin
+ *   creates a failure with host->status_new(code, message), and the host owns
+ *   it from then on. Entries never throw, never abort, never exit. Invalid
+ *   arguments (NULL handles, out-of-range offsets) give
+ *   HTR_STATUS_INVALID_ARGUMENT; an allocation the device cannot satisfy gives
+ *   HTR_STATUS_OUT_OF_MEMORY; an unusable device gives HTR_STATUS_DEVICE_LOST.
+ *
+ * OWNERSHIP
+ *   Written beside each pointer: "borrowed for the call", "lives as long as
+ *   X", or "caller frees with Y". Handles (htr_plugin_*_t) are opaque and
+ *   belong to the plugin; the host destroys each exactly once with the
+ *   matching destroy/free entry, never concurrently with its use.
+ *
+ * THREADING
+ *   Entries may be called concurrently from several host threads on different
+ *   handles, and on the same device. Operations on one stream are issued by
+ *   the host in program order; a plugin executes them in that order.
+ *
+ * ASYNC
+ *   Entries taking a stream enqueue work and may return before it runs. Host
+ *   memory passed to an async copy must stay valid and unchanged until the
+ *   stream is synchronized or an event recorded after it completes.
+ */
+#ifndef HTR_PLUGIN_H_
+#define HTR_PLUGIN_H_
+
+#include "htr_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HTR_PLUGIN_ABI_MAJOR 1u
+#define HTR_PLUGIN_ABI_MINOR 0u
+
+/* Name of the single exported entry symbol. */
+#define HTR_PLUGIN_ENTRY_SYMBOL "htr_plugin_get_api"
+
+/* Opaque plugin-owned handles. */
+typedef struct htr_plugin_ctx_s htr_plugin_ctx_t;       /* one per loaded plugin */
+typedef struct htr_plugin_device_s htr_plugin_device_t; /* an opened device */
+typedef struct htr_plugin_buffer_s htr_plugin_buffer_t; /* device memory */
+typedef struct htr_plugin_stream_s htr_plugin_stream_t; /* in-order queue */
+typedef struct htr_plugin_event_s htr_plugin_event_t;   /* point in a stream */
+
+/* Log levels (HTR_LOG=error|warn|info|debug|trace). */
+typedef enum htr_log_level_t {
+  HTR_LOG_ERROR = 0,
+  HTR_LOG_WARN = 1,
+  HTR_LOG_INFO = 2,
+  HTR_LOG_DEBUG = 3,
+  HTR_LOG_TRACE = 4
+} htr_log_level_t;
+
+/* Services the host gives a plugin at init. Lives until shutdown returns. */
+typedef struct htr_host_api_t {
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  /* Create a status. `message` is borrowed for the call (copied). Returns
+   * NULL only for HTR_STATUS_OK. The host owns the result. */
+  htr_status_t (*status_new)(htr_status_code_t code, const char* message);
+  /* Log a line. Both strings borrowed for the call. */
+  void (*log)(htr_log_level_t level, const char* plugin, const char* message);
+  /* Read a configuration value (the host's single place for environment
+   * reads; secure_getenv semantics). Result lives until shutdown or NULL. */
+  const char* (*config_get)(const char* key);
+  htr_log_level_t log_level; /* current threshold */
+} htr_host_api_t;
+#define HTR_HOST_API_SIZE_V1_0                                                   \
+  (offsetof(htr_host_api_t, log_level) + sizeof(htr_log_level_t))
+
+/* A tensor argument to a library op. Everything borrowed for the call. */
+typedef struct htr_plugin_tensor_t {
+  size_t struct_size;
+  htr_plugin_buffer_t* buffer;
+  uint64_t offset; /* bytes from the buffer's start to element [0,...,0] */
+  htr_dtype_t dtype;
+  uint32_t rank;
+  const int64_t* shape;   /* rank entries */
+  const int64_t* strides; /* rank entries, in elements */
+} htr_plugin_tensor_t;
+
+/* A library op call: op name ("matmul", ...), tensors and attributes, all
+ * borrowed for the call. Op names and attributes are listed in
+ * abi/OPS.md. */
+typedef struct htr_op_desc_t {
+  size_t struct_size;
+  const char* op;
+  uint32_t num_inputs;
+  const htr_plugin_tensor_t* inputs;
+  uint32_t num_outputs;
+  const htr_plugin_tensor_t* outputs;
+  uint32_t num_attrs;
+  const htr_attr_t* attrs;
+} htr_op_desc_t;
+
+typedef struct htr_plugin_api_t {
+  /* ---- frozen header ---- */
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  const char* name; /* "cpu"; lives as long as the library */
+
+  /* ---- v1.0 ---- */
+  const char* version; /* plugin's own version string */
+  int32_t score;       /* among several builds of one plugin, highest wins */
+
+  /* Lifecycle. `host` lives until shutdown returns. On failure nothing is
+   * left allocated and shutdown is not called. */
+  htr_status_t (*init)(const htr_host_api_t* host, htr_plugin_ctx_t** out_ctx);
+  void (*shutdown)(htr_plugin_ctx_t* ctx);
+
+  /* Devices. A plugin with no usable hardware reports 0 devices and explains
+   * why through unavailable_reason (lives as long as ctx; NULL if none). */
+  htr_status_t (*device_count)(htr_plugin_ctx_t* ctx, uint32_t* out_count);
+  const char* (*unavailable_reason)(htr_plugin_ctx_t* ctx);
+  /* `out->struct_size` is set by the caller. */
+  htr_status_t (*device_get_properties)(htr_plugin_ctx_t* ctx, uint32_t index,
+                                        htr_device_properties_t* out);
+  htr_status_t (*device_open)(htr_plugin_ctx_t* ctx, uint32_t index,
+                              htr_plugin_device_t** out_device);
+  /* All buffers, streams and events of the device are destroyed first. */
+  void (*device_close)(htr_plugin_device_t* device);
+
+  /* Memory. size 0 is valid and yields a distinct buffer. alignment is a
+   * power of two (0 = plugin default, at least 64 for host-accessible). */
+  htr_status_t (*buffer_alloc)(htr_plugin_device_t* device, uint64_t size,
+                               uint64_t alignment, htr_plugin_buffer_t** out_buffer);
+  void (*buffer_free)(htr_plugin_device_t* device, htr_plugin_buffer_t* buffer);
+  /* Host pointer of a host-accessible buffer (lives as long as the buffer);
+   * UNIMPLEMENTED otherwise. May be NULL. */
+  htr_status_t (*buffer_host_ptr)(htr_plugin_device_t* device,
+                                  htr_plugin_buffer_t* buffer, void** out_ptr);
+  /* Free and total bytes of device memory. */
+  htr_status_t (*memory_info)(htr_plugin_device_t* device, uint64_t* out_free,
+                              uint64_t* out_total);
+
+  /* Streams: in-order queues. */
+  htr_status_t (*stream_create)(htr_plugin_device_t* device,
+                                htr_plugin_stream_t** out_stream);
+  void (*stream_destroy)(htr_plugin_stream_t* stream); /* waits for pending work */
+  htr_status_t (*stream_synchronize)(htr_plugin_stream_t* stream);
+  htr_status_t (*stream_wait_event)(htr_plugin_stream_t* stream,
+                                    htr_plugin_event_t* event);
+
+  /* Events. An event never recorded counts as complete. */
+  htr_status_t (*event_create)(htr_plugin_device_t* device,
+                               htr_plugin_event_t** out_event);
+  void (*event_destroy)(htr_plugin_event_t* event);
+  htr_status_t (*event_record)(htr_plugin_event_t* event, htr_plugin_stream_t* stream);
+  htr_status_t (*event_synchronize)(htr_plugin_event_t* event);
+  /* *out_done = 1 when complete, 0 otherwise. */
+  htr_status_t (*event_query)(htr_plugin_event_t* event, int* out_done);
+  /* Optional (NULL or UNIMPLEMENTED): device time between two completed
+   * events, in nanoseconds. Requires HTR_CAP_TIMERS. */
+  htr_status_t (*event_elapsed_ns)(htr_plugin_event_t* start, htr_plugin_event_t* end,
+                                   uint64_t* out_ns);
+
+  /* Copies, asynchronous on `stream`. Offsets and sizes are bytes; a range
+   * outside a buffer gives INVALID_ARGUMENT before anything is enqueued.
+   * size 0 is a no-op. `src`/`dst` host memory: see ASYNC above. */
+  htr_status_t (*copy_host_to_device)(htr_plugin_stream_t* stream, const void* src,
+                                      htr_plugin_buffer_t* dst, uint64_t dst_offset,
+                                      uint64_t size);
+  htr_status_t (*copy_device_to_host)(htr_plugin_stream_t* stream,
+                                      htr_plugin_buffer_t* src, uint64_t src_offset,
+                                      void* dst, uint64_t size);
+  /* Both buffers belong to this plugin (possibly different devices of it). */
+  htr_status_t (*copy_device_to_device)(htr_plugin_stream_t* stream,
+                                        htr_plugin_buffer_t* src, uint64_t src_offset,
+                                        htr_plugin_buffer_t* dst, uint64_t dst_offset,
+                                        uint64_t size);
+  /* Fill `size` bytes with a repeated byte value. */
+  htr_status_t (*fill)(htr_plugin_stream_t* stream, htr_plugin_buffer_t* dst,
+                       uint64_t offset, uint64_t size, uint8_t value);
+
+  /* Optional library ops. op_query returns NULL and sets *out_score (higher
+   * is preferred; the reference implementation in the host scores 0) when
+   * the device can run `desc` (tensors' buffers may be NULL in a query), and
+   * UNIMPLEMENTED otherwise. op_launch enqueues the op on the stream. */
+  htr_status_t (*op_query)(htr_plugin_device_t* device, const htr_op_desc_t* desc,
+                           int32_t* out_score);
+  htr_status_t (*op_launch)(htr_plugin_stream_t* stream, const htr_op_desc_t* desc);
+} htr_plugin_api_t;
+
+#define HTR_PLUGIN_API_SIZE_V1_0                                                 \
+  (offsetof(htr_plugin_api_t, op_launch) + sizeof(void*))
+
+/* The one symbol a plugin exports. */
+typedef const htr_plugin_api_t* (*htr_plugin_get_api_fn)(uint32_t host_abi_major);
+
+#if defined(_WIN32)
+#define HTR_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define HTR_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HTR_PLUGIN_H_ */
