@@ -36,8 +36,16 @@ extern "C" {
 #define HTR_API
 #endif
 
-/* Zero a struct and set its struct_size. */
-#define HTR_STRUCT_INIT(type) {sizeof(type)}
+/* Zero a struct and set its struct_size:
+ *   htr_pool_stats_t stats = HTR_STRUCT_INIT(htr_pool_stats_t);
+ * C uses a designated initializer (the other fields are zero); C++ (where
+ * designated initializers need C++20) a value-initializing helper. Both are
+ * clean under -Wall -Wextra -pedantic. */
+#ifdef __cplusplus
+#define HTR_STRUCT_INIT(type) (::htr_detail_struct_init<type>())
+#else
+#define HTR_STRUCT_INIT(type) {.struct_size = sizeof(type)}
+#endif
 
 /* ------------------------------------------------------------------ status */
 
@@ -280,6 +288,13 @@ HTR_API void htr_log_set_level(int level);
 
 #ifdef __cplusplus
 } /* extern "C" */
+
+template <typename T>
+inline T htr_detail_struct_init() {
+  T value{};
+  value.struct_size = sizeof(T);
+  return value;
+}
 #endif
 
 #endif /* HTR_H_ */

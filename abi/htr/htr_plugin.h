@@ -47,6 +47,7 @@
 #ifndef HTR_PLUGIN_H_
 #define HTR_PLUGIN_H_
 
+#include "htr_kernel_ir.h"
 #include "htr_types.h"
 
 #ifdef __cplusplus
@@ -54,7 +55,7 @@ extern "C" {
 #endif
 
 #define HTR_PLUGIN_ABI_MAJOR 1u
-#define HTR_PLUGIN_ABI_MINOR 0u
+#define HTR_PLUGIN_ABI_MINOR 1u
 
 /* Name of the single exported entry symbol. */
 #define HTR_PLUGIN_ENTRY_SYMBOL "htr_plugin_get_api"
@@ -65,6 +66,7 @@ typedef struct htr_plugin_device_s htr_plugin_device_t; /* an opened device */
 typedef struct htr_plugin_buffer_s htr_plugin_buffer_t; /* device memory */
 typedef struct htr_plugin_stream_s htr_plugin_stream_t; /* in-order queue */
 typedef struct htr_plugin_event_s htr_plugin_event_t;   /* point in a stream */
+typedef struct htr_plugin_kernel_s htr_plugin_kernel_t; /* compiled kernel IR (v1.1) */
 
 /* Log levels (HTR_LOG=error|warn|info|debug|trace). */
 typedef enum htr_log_level_t {
@@ -117,6 +119,47 @@ typedef struct htr_op_desc_t {
   uint32_t num_attrs;
   const htr_attr_t* attrs;
 } htr_op_desc_t;
+
+/* ---- v1.1: kernel IR (abi/KERNEL_IR.md) ---- */
+
+/* kernel_compile arguments. Everything borrowed for the call. */
+typedef struct htr_kernel_compile_args_t {
+  size_t struct_size;
+  const void* ir;      /* serialized kernel IR */
+  size_t ir_size;      /* bytes */
+  /* Scalar arguments baked in as constants (run-time specialization): each
+   * arg_index names a scalar argument at most once. */
+  const htr_kernel_scalar_t* specializations;
+  uint32_t num_specializations;
+  /* Plugin-defined "key=value" options (e.g. cpu: "jit=interpreter");
+   * unknown keys are INVALID_ARGUMENT. */
+  const char* const* options;
+  uint32_t num_options;
+} htr_kernel_compile_args_t;
+#define HTR_KERNEL_COMPILE_ARGS_SIZE_V1_1                                        \
+  (offsetof(htr_kernel_compile_args_t, num_options) + sizeof(uint32_t))
+
+/* One kernel argument at launch, in kernel argument order. Pointer arguments
+ * use buffer + offset (bytes to element 0; the buffer belongs to the
+ * kernel's device); scalar arguments use i (integers, bool) or f (floats). */
+typedef struct htr_kernel_arg_t {
+  htr_plugin_buffer_t* buffer;
+  uint64_t offset;
+  int64_t i;
+  double f;
+} htr_kernel_arg_t;
+
+/* kernel_launch arguments. Everything borrowed for the call (copied before
+ * the entry returns). grid[a] >= 1 programs along axis a; the total may not
+ * exceed 2^31-1. */
+typedef struct htr_kernel_launch_args_t {
+  size_t struct_size;
+  uint32_t grid[3];
+  const htr_kernel_arg_t* args;
+  uint32_t num_args; /* must equal the kernel's argument count */
+} htr_kernel_launch_args_t;
+#define HTR_KERNEL_LAUNCH_ARGS_SIZE_V1_1                                         \
+  (offsetof(htr_kernel_launch_args_t, num_args) + sizeof(uint32_t))
 
 typedef struct htr_plugin_api_t {
   /* ---- frozen header ---- */
@@ -205,10 +248,36 @@ typedef struct htr_plugin_api_t {
   htr_status_t (*op_query)(htr_plugin_device_t* device, const htr_op_desc_t* desc,
                            int32_t* out_score);
   htr_status_t (*op_launch)(htr_plugin_stream_t* stream, const htr_op_desc_t* desc);
+
+  /* ---- v1.1: kernel IR (optional; all three NULL or all three set, with
+   * HTR_CAP_KERNEL_IR in the device capabilities) ----
+   *
+   * kernel_compile reads, verifies and compiles serialized IR for `device`.
+   * Malformed or ill-typed IR gives INVALID_ARGUMENT naming the byte offset
+   * or op index; a failing target compiler gives INTERNAL with its log;
+   * an IR major version it does not read gives INCOMPATIBLE. `out_info` may
+   * be NULL (caller sets its struct_size). The kernel belongs to `device`;
+   * the host destroys it with kernel_destroy before closing the device. */
+  htr_status_t (*kernel_compile)(htr_plugin_device_t* device,
+                                 const htr_kernel_compile_args_t* args,
+                                 htr_plugin_kernel_t** out_kernel,
+                                 htr_kernel_compile_info_t* out_info);
+  /* Launches already enqueued keep what they need alive. */
+  void (*kernel_destroy)(htr_plugin_kernel_t* kernel);
+  /* Enqueues grid[0]*grid[1]*grid[2] programs on `stream` (a stream of the
+   * kernel's device). Argument count and kinds are checked before anything is
+   * enqueued; a specialized scalar must be passed with its compiled value.
+   * Loads and stores outside a buffer are the kernel's error (its masks):
+   * an interpreter reports them as INVALID_ARGUMENT at the next
+   * synchronization, compiled code may not detect them. */
+  htr_status_t (*kernel_launch)(htr_plugin_stream_t* stream, htr_plugin_kernel_t* kernel,
+                                const htr_kernel_launch_args_t* args);
 } htr_plugin_api_t;
 
 #define HTR_PLUGIN_API_SIZE_V1_0                                                 \
   (offsetof(htr_plugin_api_t, op_launch) + sizeof(void*))
+#define HTR_PLUGIN_API_SIZE_V1_1                                                 \
+  (offsetof(htr_plugin_api_t, kernel_launch) + sizeof(void*))
 
 /* The one symbol a plugin exports. */
 typedef const htr_plugin_api_t* (*htr_plugin_get_api_fn)(uint32_t host_abi_major);

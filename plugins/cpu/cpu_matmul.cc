@@ -1,0 +1,368 @@
+// matmul: argument parsing into a plan, and the engine that dispatches to
+// OpenBLAS or oneDNN. Auto-tuning times the real inputs against scratch
+// output, alternating the two backends so a burst of load from other
+// processes hits both measurements alike; the minimum of each is compared.
+#include "cpu_matmul.h"
+
+#include "cpu_matmul_backends.h"
+
+#include "htr_sdk_args.h"
+#include "htr_sdk_dtype.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace htr_cpu {
+
+const char* matmul_impl_name(MatmulImpl impl) {
+  switch (impl) {
+    case MatmulImpl::kOpenBlas: return "openblas";
+    case MatmulImpl::kOneDnn: return "onednn";
+    default: return "auto";
+  }
+}
+
+bool matmul_impl_parse(const char* name, MatmulImpl* out) {
+  if (name == nullptr) {
+    return false;
+  }
+  if (std::strcmp(name, "auto") == 0) {
+    *out = MatmulImpl::kAuto;
+  } else if (std::strcmp(name, "openblas") == 0) {
+    *out = MatmulImpl::kOpenBlas;
+  } else if (std::strcmp(name, "onednn") == 0) {
+    *out = MatmulImpl::kOneDnn;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool matmul_impl_built(MatmulImpl impl) {
+  switch (impl) {
+    case MatmulImpl::kOpenBlas: return OpenBlasMatmul::built();
+    case MatmulImpl::kOneDnn: return OneDnnMatmul::built();
+    default: return OpenBlasMatmul::built() || OneDnnMatmul::built();
+  }
+}
+
+namespace {
+
+// Logical rows x cols matrix with element strides (rs, cs) -> BLAS layout.
+bool to_mat2d(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Mat2D* out) {
+  if (rows <= 1 && cols <= 1) {
+    *out = Mat2D{false, 1};
+  } else if (cs == 1 && (rows == 1 || rs >= cols)) {
+    *out = Mat2D{false, rows == 1 ? cols : rs};
+  } else if (rs == 1 && (cols == 1 || cs >= rows)) {
+    *out = Mat2D{true, cols == 1 ? rows : cs};
+  } else if (rows == 1 && cs >= 1) {
+    *out = Mat2D{true, cs};
+  } else if (cols == 1 && rs >= 1) {
+    *out = Mat2D{false, rs};
+  } else {
+    return false;
+  }
+  return out->ld <= INT32_MAX;
+}
+
+}  // namespace
+
+htr_status_t matmul_plan(const htr_sdk::Host& host, const htr_op_desc_t* desc,
+                         MatmulImpl default_impl, MatmulPlan* out) {
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_op_desc(host, desc));
+  if (desc->num_inputs != 2 || desc->num_outputs != 1) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: matmul takes 2 inputs and 1 output (got %u, %u)", desc->num_inputs,
+                      desc->num_outputs);
+  }
+  static const char* const kAttrs[] = {"trans_a", "trans_b", "alpha", "beta", "impl"};
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_attr_names(host, desc, kAttrs, 5));
+  int64_t ta = 0, tb = 0;
+  double alpha = 1.0, beta = 0.0;
+  const char* impl_name = nullptr;
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_int(host, desc, "trans_a", 0, &ta));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_int(host, desc, "trans_b", 0, &tb));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_float(host, desc, "alpha", 1.0, &alpha));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_float(host, desc, "beta", 0.0, &beta));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_string(host, desc, "impl", nullptr, &impl_name));
+  MatmulPlan p;
+  p.impl = default_impl;
+  if (impl_name != nullptr && !matmul_impl_parse(impl_name, &p.impl)) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: matmul impl '%s' unknown (auto|openblas|onednn)", impl_name);
+  }
+  if (!matmul_impl_built(p.impl)) {
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: matmul impl '%s' not built in",
+                      matmul_impl_name(p.impl));
+  }
+  p.alpha = static_cast<float>(alpha);
+  p.beta = static_cast<float>(beta);
+
+  const htr_plugin_tensor_t& A = desc->inputs[0];
+  const htr_plugin_tensor_t& B = desc->inputs[1];
+  const htr_plugin_tensor_t& C = desc->outputs[0];
+  if (A.rank < 2 || B.rank < 2 || C.rank < 2) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cpu: matmul operands need rank >= 2");
+  }
+  if (A.dtype != B.dtype ||
+      !((A.dtype == HTR_DTYPE_F32 && C.dtype == HTR_DTYPE_F32) ||
+        (A.dtype == HTR_DTYPE_BF16 && (C.dtype == HTR_DTYPE_BF16 || C.dtype == HTR_DTYPE_F32)))) {
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: matmul %s x %s -> %s not supported",
+                      htr_sdk::dtype_name(A.dtype), htr_sdk::dtype_name(B.dtype),
+                      htr_sdk::dtype_name(C.dtype));
+  }
+  p.in_dtype = A.dtype;
+  p.out_dtype = C.dtype;
+  for (const htr_plugin_tensor_t* t : {&A, &B, &C}) {
+    for (uint32_t d = 0; d < t->rank; ++d) {
+      if (t->strides[d] < 0) {
+        return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: matmul with negative strides");
+      }
+      if (t->shape[d] > INT32_MAX) {
+        return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: matmul dim beyond int32");
+      }
+    }
+  }
+  const uint32_t ra = A.rank, rb = B.rank, rc = C.rank;
+  // op(A) is m x k with strides (ars, acs); op(B) is k x n.
+  const int64_t m = ta ? A.shape[ra - 1] : A.shape[ra - 2];
+  const int64_t ka = ta ? A.shape[ra - 2] : A.shape[ra - 1];
+  const int64_t ars = ta ? A.strides[ra - 1] : A.strides[ra - 2];
+  const int64_t acs = ta ? A.strides[ra - 2] : A.strides[ra - 1];
+  const int64_t kb = tb ? B.shape[rb - 1] : B.shape[rb - 2];
+  const int64_t n = tb ? B.shape[rb - 2] : B.shape[rb - 1];
+  const int64_t brs = tb ? B.strides[rb - 1] : B.strides[rb - 2];
+  const int64_t bcs = tb ? B.strides[rb - 2] : B.strides[rb - 1];
+  if (ka != kb || C.shape[rc - 2] != m || C.shape[rc - 1] != n) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: matmul shapes disagree: op(A) %lldx%lld, op(B) %lldx%lld, C %lldx%lld",
+                      static_cast<long long>(m), static_cast<long long>(ka),
+                      static_cast<long long>(kb), static_cast<long long>(n),
+                      static_cast<long long>(C.shape[rc - 2]),
+                      static_cast<long long>(C.shape[rc - 1]));
+  }
+  p.m = m;
+  p.n = n;
+  p.k = ka;
+  if (!to_mat2d(m, ka, ars, acs, &p.a) || !to_mat2d(ka, n, brs, bcs, &p.b) ||
+      !to_mat2d(m, n, C.strides[rc - 2], C.strides[rc - 1], &p.c)) {
+    return host.error(HTR_STATUS_UNIMPLEMENTED,
+                      "cpu: matmul layout unsupported (one of the last two strides must be 1)");
+  }
+  // Batch dims: C's; A's and B's equal to them or absent.
+  p.batch_rank = rc - 2;
+  const uint32_t na = ra - 2, nb = rb - 2;
+  if ((na != 0 && na != p.batch_rank) || (nb != 0 && nb != p.batch_rank)) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: matmul batch ranks disagree (A %u, B %u, C %u)", na, nb,
+                      p.batch_rank);
+  }
+  p.batch = 1;
+  for (uint32_t d = 0; d < p.batch_rank; ++d) {
+    const int64_t s = C.shape[d];
+    if ((na != 0 && A.shape[d] != s) || (nb != 0 && B.shape[d] != s)) {
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cpu: matmul batch dim %u disagrees", d);
+    }
+    if (s > 1 && C.strides[d] == 0 && m * n > 0) {
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: matmul C batch stride 0 (overlap)");
+    }
+    p.batch_shape[d] = s;
+    p.a_bstride[d] = na != 0 ? A.strides[d] : 0;
+    p.b_bstride[d] = nb != 0 ? B.strides[d] : 0;
+    p.c_bstride[d] = C.strides[d];
+    p.batch *= s;
+  }
+  *out = p;
+  return nullptr;
+}
+
+int64_t batch_offset(const MatmulPlan& p, const int64_t* bstride, int64_t linear) {
+  int64_t off = 0;
+  for (uint32_t d = p.batch_rank; d-- > 0;) {
+    const int64_t idx = linear % p.batch_shape[d];
+    linear /= p.batch_shape[d];
+    off += idx * bstride[d];
+  }
+  return off;
+}
+
+// ------------------------------------------------------------------ engine
+
+MatmulEngine::MatmulEngine(const htr_sdk::Host& host, uint32_t threads) : host_(host) {
+  if (OpenBlasMatmul::built()) {
+    openblas_ = std::make_unique<OpenBlasMatmul>(threads);
+  }
+  if (OneDnnMatmul::built()) {
+    onednn_ = std::make_unique<OneDnnMatmul>(threads);
+    if (!onednn_->usable()) {
+      host_.log(HTR_LOG_WARN, "oneDNN engine could not be created; matmul uses OpenBLAS only");
+      onednn_.reset();
+    }
+  }
+}
+
+MatmulEngine::~MatmulEngine() = default;
+
+std::string MatmulEngine::backends_description() const {
+  std::string s;
+  if (openblas_) {
+    s += openblas_->description();
+  }
+  if (onednn_) {
+    s += s.empty() ? "" : ", ";
+    s += onednn_->description();
+  }
+  return s.empty() ? std::string("no matmul backend") : s;
+}
+
+bool MatmulEngine::bf16_native() const { return onednn_ && onednn_->bf16_native(); }
+
+MatmulEngine::Key MatmulEngine::key_of(const MatmulPlan& p) {
+  return Key{p.m, p.n, p.k, p.a.col_major, p.b.col_major, p.c.col_major,
+             static_cast<int>(p.in_dtype), static_cast<int>(p.out_dtype)};
+}
+
+MatmulImpl MatmulEngine::cached_choice(const MatmulPlan& plan) const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  auto it = choices_.find(key_of(plan));
+  return it == choices_.end() ? MatmulImpl::kAuto : it->second;
+}
+
+htr_sdk::WorkError MatmulEngine::run_impl(MatmulImpl impl, const MatmulPlan& p,
+                                          const MatmulArgs& args) {
+  if (impl == MatmulImpl::kOpenBlas && openblas_) {
+    return openblas_->run(p, args);
+  }
+  if (impl == MatmulImpl::kOneDnn && onednn_) {
+    return onednn_->run(p, args);
+  }
+  return htr_sdk::WorkError{HTR_STATUS_UNIMPLEMENTED,
+                            std::string("matmul backend unavailable: ") + matmul_impl_name(impl)};
+}
+
+namespace {
+
+// C = beta * C for every batch entry (the k == 0 case: op(A)op(B) is zero).
+void scale_output(const MatmulPlan& p, void* c) {
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    const int64_t base = batch_offset(p, p.c_bstride, bi);
+    for (int64_t i = 0; i < p.m; ++i) {
+      for (int64_t j = 0; j < p.n; ++j) {
+        const int64_t e = base + (p.c.col_major ? i + j * p.c.ld : i * p.c.ld + j);
+        if (p.out_dtype == HTR_DTYPE_F32) {
+          float* x = static_cast<float*>(c) + e;
+          *x = p.beta == 0.0f ? 0.0f : p.beta * *x;
+        } else {
+          uint16_t* x = static_cast<uint16_t*>(c) + e;
+          *x = p.beta == 0.0f ? htr_sdk::f32_to_bf16(0.0f)
+                              : htr_sdk::f32_to_bf16(p.beta * htr_sdk::bf16_to_f32(*x));
+        }
+      }
+    }
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+htr_sdk::WorkError MatmulEngine::tune(const MatmulPlan& p, const MatmulArgs& args,
+                                      MatmulImpl* out) {
+  // One batch entry, beta 0, into dense scratch with C's orientation.
+  MatmulPlan t = p;
+  t.batch_rank = 0;
+  t.batch = 1;
+  t.beta = 0.0f;
+  t.c = Mat2D{p.c.col_major, std::max<int64_t>(1, p.c.col_major ? p.m : p.n)};
+  const size_t bytes =
+      static_cast<size_t>(p.m) * static_cast<size_t>(p.n) * (p.out_dtype == HTR_DTYPE_F32 ? 4 : 2);
+  std::vector<unsigned char> scratch(bytes + 64);
+  MatmulArgs ta = args;
+  ta.c = scratch.data();
+
+  const MatmulImpl impls[2] = {MatmulImpl::kOpenBlas, MatmulImpl::kOneDnn};
+  double best[2] = {1e30, 1e30};
+  bool ok[2] = {false, false};
+  for (int i = 0; i < 2; ++i) {  // warm-up: primitive creation, thread wake-up
+    auto t0 = std::chrono::steady_clock::now();
+    ok[i] = run_impl(impls[i], t, ta).ok();
+    best[i] = seconds_since(t0);
+  }
+  if (ok[0] && ok[1]) {
+    // ABBA rounds until both have >= 3 samples and 0.1 s passed (small
+    // shapes: up to 25 rounds, so a quiet window is likely to be seen), or
+    // 2 rounds and 0.5 s (large shapes). The minimum of each is compared.
+    best[0] = best[1] = 1e30;
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < 25; ++r) {
+      for (int j = 0; j < 2; ++j) {
+        const int i = (r & 1) ? 1 - j : j;
+        auto t0 = std::chrono::steady_clock::now();
+        run_impl(impls[i], t, ta);
+        best[i] = std::min(best[i], seconds_since(t0));
+      }
+      const double spent = seconds_since(start);
+      if ((r >= 2 && spent > 0.1) || (r >= 1 && spent > 0.5)) {
+        break;
+      }
+    }
+  }
+  if (!ok[0] && !ok[1]) {
+    return htr_sdk::WorkError{HTR_STATUS_INTERNAL, "matmul: no backend ran this shape"};
+  }
+  const int win = !ok[0] ? 1 : !ok[1] ? 0 : (best[1] < best[0] ? 1 : 0);
+  *out = impls[win];
+  host_.log(HTR_LOG_INFO,
+            "matmul auto m=%lld n=%lld k=%lld %s->%s: openblas %.3f ms, onednn %.3f ms -> %s",
+            static_cast<long long>(p.m), static_cast<long long>(p.n),
+            static_cast<long long>(p.k), htr_sdk::dtype_name(p.in_dtype),
+            htr_sdk::dtype_name(p.out_dtype), ok[0] ? best[0] * 1e3 : -1.0,
+            ok[1] ? best[1] * 1e3 : -1.0, matmul_impl_name(*out));
+  return {};
+}
+
+htr_sdk::WorkError MatmulEngine::run(const MatmulPlan& p, const MatmulArgs& args) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) {
+    return {};
+  }
+  std::lock_guard<std::mutex> lock(exec_mu_);
+  if (p.k == 0) {
+    scale_output(p, args.c);
+    return {};
+  }
+  MatmulImpl impl = p.impl;
+  if (impl == MatmulImpl::kAuto) {
+    if (!openblas_ || !onednn_) {
+      impl = openblas_ ? MatmulImpl::kOpenBlas : MatmulImpl::kOneDnn;
+    } else {
+      impl = cached_choice(p);
+      if (impl == MatmulImpl::kAuto) {
+        htr_sdk::WorkError e = tune(p, args, &impl);
+        if (!e.ok()) {
+          return e;
+        }
+        std::lock_guard<std::mutex> cl(cache_mu_);
+        choices_[key_of(p)] = impl;
+      }
+    }
+  }
+  htr_sdk::WorkError e = run_impl(impl, p, args);
+  if (!e.ok() && p.impl == MatmulImpl::kAuto && openblas_ && onednn_) {
+    // auto never fails where the other backend can run the shape.
+    const MatmulImpl other =
+        impl == MatmulImpl::kOpenBlas ? MatmulImpl::kOneDnn : MatmulImpl::kOpenBlas;
+    host_.log(HTR_LOG_WARN, "matmul %s failed (%s); trying %s", matmul_impl_name(impl),
+              e.message.c_str(), matmul_impl_name(other));
+    e = run_impl(other, p, args);
+  }
+  return e;
+}
+
+}  // namespace htr_cpu

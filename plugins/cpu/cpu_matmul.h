@@ -1,0 +1,116 @@
+/*
+ * cpu_matmul.h — the `matmul` library op of the CPU plugin (abi/OPS.md):
+ *   C = alpha * op(A) * op(B) + beta * C, batched, f32 and bf16.
+ *
+ * matmul_plan() turns an op desc into a MatmulPlan (everything the kernels
+ * need, copied out of the borrowed desc) or a status:
+ *   INVALID_ARGUMENT  wrong tensor/attr counts, unknown attrs, shapes that do
+ *                     not agree, unknown `impl` name;
+ *   UNIMPLEMENTED     dtype combination, layout (neither of the last two
+ *                     strides is 1), negative strides, dims beyond int32,
+ *                     C batch strides of 0, or a forced impl not built in.
+ *
+ * MatmulEngine runs plans (one per plugin context). run() is called on a
+ * stream worker thread with pointers to element [0,...,0] of A, B and C. It
+ * serializes matmuls of all streams (OpenBLAS and oneDNN each use every
+ * core, so running two at once only thrashes), and with impl `auto` it
+ * picks the faster backend per (M, N, K, layouts, dtypes) key: the first
+ * call with a new key times both backends a few times on the real inputs
+ * (writing into scratch memory, never into C) and caches the winner for the
+ * life of the context. Thread-safe.
+ */
+#ifndef HTR_CPU_MATMUL_H_
+#define HTR_CPU_MATMUL_H_
+
+#include "htr_sdk_queue.h"
+#include "htr_sdk_status.h"
+
+#include <htr/htr_plugin.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+namespace htr_cpu {
+
+enum class MatmulImpl { kAuto = 0, kOpenBlas = 1, kOneDnn = 2 };
+const char* matmul_impl_name(MatmulImpl impl);
+/* false for "auto" too; parses "auto" | "openblas" | "onednn". */
+bool matmul_impl_parse(const char* name, MatmulImpl* out);
+bool matmul_impl_built(MatmulImpl impl);  // kAuto: any backend built
+
+/* A logical rows x cols matrix in column- or row-major storage, `ld` elements
+ * between consecutive columns (col-major) or rows (row-major); ld >= the
+ * inner extent, >= 1. */
+struct Mat2D {
+  bool col_major = false;
+  int64_t ld = 1;
+};
+
+struct MatmulPlan {
+  htr_dtype_t in_dtype = HTR_DTYPE_F32;   // A and B
+  htr_dtype_t out_dtype = HTR_DTYPE_F32;  // C
+  int64_t m = 0, n = 0, k = 0;
+  Mat2D a, b, c;  // a: op(A) m x k, b: op(B) k x n, c: m x n
+  uint32_t batch_rank = 0;  // batch dims of C
+  int64_t batch_shape[HTR_MAX_RANK] = {};
+  int64_t a_bstride[HTR_MAX_RANK] = {};  // elements; 0 = broadcast
+  int64_t b_bstride[HTR_MAX_RANK] = {};
+  int64_t c_bstride[HTR_MAX_RANK] = {};
+  int64_t batch = 1;  // product of batch_shape
+  float alpha = 1.0f, beta = 0.0f;
+  MatmulImpl impl = MatmulImpl::kAuto;
+};
+
+/* Pointers to element [0,...,0] of each tensor. */
+struct MatmulArgs {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+};
+
+/* `default_impl` applies when the desc has no `impl` attribute or "auto"
+ * is overridden by HTR_CPU_MATMUL_IMPL (the context passes it). */
+htr_status_t matmul_plan(const htr_sdk::Host& host, const htr_op_desc_t* desc,
+                         MatmulImpl default_impl, MatmulPlan* out);
+
+/* Element offset of batch index `linear` for an operand's batch strides. */
+int64_t batch_offset(const MatmulPlan& p, const int64_t* bstride, int64_t linear);
+
+class OpenBlasMatmul;
+class OneDnnMatmul;
+
+class MatmulEngine {
+ public:
+  /* `host` outlives the engine. `threads`: cores the libraries may use. */
+  MatmulEngine(const htr_sdk::Host& host, uint32_t threads);
+  ~MatmulEngine();
+  MatmulEngine(const MatmulEngine&) = delete;
+  MatmulEngine& operator=(const MatmulEngine&) = delete;
+
+  htr_sdk::WorkError run(const MatmulPlan& plan, const MatmulArgs& args);
+  /* The backend `auto` uses for the plan's key; kAuto if not yet tuned. */
+  MatmulImpl cached_choice(const MatmulPlan& plan) const;
+  /* e.g. "openblas 0.3.21 (pthread, 2 threads), onednn 2.6.3 (omp, avx512_core_bf16)" */
+  std::string backends_description() const;
+  bool bf16_native() const;
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int, int, int>;
+  static Key key_of(const MatmulPlan& p);
+  htr_sdk::WorkError run_impl(MatmulImpl impl, const MatmulPlan& p, const MatmulArgs& args);
+  htr_sdk::WorkError tune(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);
+
+  const htr_sdk::Host& host_;
+  std::unique_ptr<OpenBlasMatmul> openblas_;
+  std::unique_ptr<OneDnnMatmul> onednn_;
+  std::mutex exec_mu_;          // one matmul at a time
+  mutable std::mutex cache_mu_;  // guards choices_
+  std::map<Key, MatmulImpl> choices_;
+};
+
+}  // namespace htr_cpu
+
+#endif  // HTR_CPU_MATMUL_H_

@@ -1,0 +1,92 @@
+// Op dispatch by name. Only matmul today; each new op adds a plan function
+// (validation, shared by query and launch) and an engine call.
+#include "cpu_ops.h"
+
+#include "cpu_matmul.h"
+#include "cpu_memory.h"
+#include "cpu_stream.h"
+
+#include "htr_sdk_args.h"
+
+#include <cstring>
+
+namespace htr_cpu {
+
+namespace {
+
+htr_status_t plan_matmul(const htr_sdk::Host& host, htr_plugin_ctx_t* ctx,
+                         const htr_op_desc_t* desc, MatmulPlan* plan) {
+  if (!ctx->matmul) {
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: no device, no ops");
+  }
+  return matmul_plan(host, desc, ctx->config.matmul_impl, plan);
+}
+
+bool is_matmul(const htr_op_desc_t* desc) {
+  return desc != nullptr && desc->op != nullptr && std::strcmp(desc->op, "matmul") == 0;
+}
+
+htr_status_t check_buffer(const htr_sdk::Host& host, const htr_plugin_tensor_t& t,
+                          const char* what) {
+  if (t.buffer == nullptr) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cpu: %s has no buffer", what);
+  }
+  uint64_t end = 0;
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, &t, &end, what));
+  if (end > t.buffer->size) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: %s reaches byte %llu of a %llu-byte buffer", what,
+                      static_cast<unsigned long long>(end),
+                      static_cast<unsigned long long>(t.buffer->size));
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+htr_status_t op_query(htr_plugin_device_t* device, const htr_op_desc_t* desc,
+                      int32_t* out_score) {
+  if (device == nullptr) {
+    return htr_sdk::null_handle_error(kPluginName, "device");
+  }
+  const htr_sdk::Host& host = device->host();
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(host, out_score, "out_score"));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_op_desc(host, desc));
+  if (!is_matmul(desc)) {
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: no library op '%s'", desc->op);
+  }
+  return htr_sdk::guard(host, [&]() -> htr_status_t {
+    MatmulPlan plan;
+    HTR_SDK_RETURN_IF_ERROR(plan_matmul(host, device->ctx, desc, &plan));
+    *out_score = kLibraryOpScore;
+    return nullptr;
+  });
+}
+
+htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
+  if (stream == nullptr) {
+    return htr_sdk::null_handle_error(kPluginName, "stream");
+  }
+  const htr_sdk::Host& host = stream->host();
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_op_desc(host, desc));
+  if (!is_matmul(desc)) {
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: no library op '%s'", desc->op);
+  }
+  htr_plugin_ctx_t* ctx = stream->device->ctx;
+  return htr_sdk::guard(host, [&]() -> htr_status_t {
+    MatmulPlan plan;
+    HTR_SDK_RETURN_IF_ERROR(plan_matmul(host, ctx, desc, &plan));
+    HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->inputs[0], "A"));
+    HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->inputs[1], "B"));
+    HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->outputs[0], "C"));
+    MatmulArgs args;
+    args.a = static_cast<const char*>(desc->inputs[0].buffer->ptr) + desc->inputs[0].offset;
+    args.b = static_cast<const char*>(desc->inputs[1].buffer->ptr) + desc->inputs[1].offset;
+    args.c = static_cast<char*>(desc->outputs[0].buffer->ptr) + desc->outputs[0].offset;
+    MatmulEngine* engine = ctx->matmul.get();
+    stream->queue.submit([engine, plan, args]() { return engine->run(plan, args); });
+    return nullptr;
+  });
+}
+
+}  // namespace htr_cpu

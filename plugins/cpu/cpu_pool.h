@@ -1,0 +1,69 @@
+/*
+ * cpu_pool.h — the CPU plugin's own worker pool: one thread per core (or
+ * HTR_CPU_THREADS), each pinned to its core with hwloc_set_cpubind. Pinning
+ * failures are logged (warn) and the thread runs unpinned.
+ *
+ * The pool runs the plugin's own data-parallel loops (large copies, fills,
+ * dtype conversions). It never runs BLAS/oneDNN: those libraries bring their
+ * own threads (OpenBLAS pthreads, oneDNN OpenMP) and are called from stream
+ * worker threads, which are NOT pinned, because threads inherit the CPU mask
+ * of their creator and a pinned creator would squeeze a whole OpenMP team
+ * onto one core. Idle pool threads sleep on a condition variable, so they do
+ * not compete with library threads.
+ *
+ * parallel_for(n, fn) splits [0, n) into size() contiguous chunks, runs
+ * fn(begin, end) on the workers and returns when all are done. Concurrent
+ * callers are serialized (one loop at a time). fn must not throw and must
+ * not call parallel_for. Thread-safe.
+ */
+#ifndef HTR_CPU_POOL_H_
+#define HTR_CPU_POOL_H_
+
+#include "cpu_topology.h"
+#include "htr_sdk_status.h"
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace htr_cpu {
+
+class ThreadPool {
+ public:
+  /* `topo` and `host` must outlive the pool. threads >= 1. */
+  ThreadPool(const Topology& topo, const htr_sdk::Host& host, uint32_t threads, bool pin);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  uint32_t size() const { return nthreads_; }
+  uint32_t pinned() const;  // threads successfully pinned
+  void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn);
+
+ private:
+  void worker(uint32_t index);
+
+  const Topology& topo_;
+  const htr_sdk::Host& host_;
+  const bool pin_;
+  const uint32_t nthreads_;
+  std::mutex call_mu_;  // one parallel_for at a time
+  mutable std::mutex mu_;
+  std::condition_variable cv_work_;
+  std::condition_variable cv_done_;
+  const std::function<void(size_t, size_t)>* fn_ = nullptr;
+  size_t n_ = 0;
+  uint64_t generation_ = 0;
+  uint32_t remaining_ = 0;
+  uint32_t pinned_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace htr_cpu
+
+#endif  // HTR_CPU_POOL_H_

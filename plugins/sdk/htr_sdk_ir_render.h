@@ -1,0 +1,85 @@
+/*
+ * htr_sdk_ir_render.h — lowering of verified kernel IR to per-thread loops,
+ * printed as C-family source through a dialect table.
+ *
+ * Lowering (the same for every C-family target): a program is one function
+ * invocation per program id; every tile value becomes a local array of its
+ * element count (row-major), every tile op an element loop over that array
+ * (nested loops for broadcast, reduce and dot), scalars stay scalars, FOR
+ * becomes a counted loop whose carried values live in arrays declared before
+ * it, EXPAND_DIMS is a rename (same elements). f16/bf16 values are held as
+ * float and rounded back to their dtype after every op that produces one;
+ * reductions and dot accumulate in float. Integer arithmetic wraps; integer
+ * division or remainder by zero gives 0; float-to-int casts truncate and
+ * saturate (NaN -> 0); max/min propagate NaN; loads of masked-off lanes give
+ * `other` (0 without it). The interpreter (htr_sdk_ir_interp.h) implements
+ * exactly these semantics.
+ *
+ * Dialect: how a target spells types, math functions, the entry point,
+ * program ids and the element loop. A GPU dialect later distributes the
+ * element loops over the threads of a workgroup (loop_open with a thread
+ * stride, barrier after reductions/dot) and maps dot to tensor-core /
+ * cooperative-matrix intrinsics; the C++ dialect runs a whole program on one
+ * CPU thread and lets the compiler vectorize the loops.
+ *
+ * The C++ entry point rendered by cxx_dialect():
+ *   extern "C" void <entry>(int64_t pid_begin, int64_t pid_end,
+ *                           const int32_t* grid, <one parameter per kernel arg>)
+ * runs programs [pid_begin, pid_end) of the linearized grid (axis 0 fastest).
+ * Parameters: pointer args as `void*` (address of element 0), scalars as
+ * float (f32), int32_t (i32), int64_t (i64), uint8_t (bool).
+ */
+#ifndef HTR_SDK_IR_RENDER_H_
+#define HTR_SDK_IR_RENDER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "htr_sdk_ir.h"
+
+namespace htr_sdk::ir {
+
+/* A scalar argument baked in at compile time. */
+struct Specialization {
+  bool set = false;
+  int64_t i = 0;  // integer and bool args
+  double f = 0;   // f32 args
+};
+
+struct Dialect {
+  std::string name;                                  // "c++"
+  std::string prelude;                               // helpers, includes
+  std::function<std::string(htr_dtype_t)> compute_type;  // register type
+  std::function<std::string(htr_dtype_t)> storage_type;  // memory type
+  // Opening of the entry function up to and including the per-program scope
+  // (after which program ids are in scope); params are "type name" strings.
+  std::function<std::string(const std::string& entry, const std::vector<std::string>& params)>
+      entry_open;
+  std::string entry_close;
+  std::function<std::string(int axis)> program_id;    // expression, i32
+  std::function<std::string(int axis)> num_programs;  // expression, i32
+  // An element loop header over [0, count) with index variable `var`.
+  std::function<std::string(const std::string& var, int64_t count)> loop_open;
+  std::string barrier;  // after ops whose elements other threads read
+  // Declaration of a tile array of `count` elements of type `ctype`.
+  std::function<std::string(const std::string& ctype, const std::string& name, int64_t count)>
+      tile_decl;
+  std::function<std::string(uint16_t opcode)> float_fn;  // "expf", ...
+};
+
+const Dialect& cxx_dialect();
+
+struct Rendered {
+  std::string source;
+  std::string entry;  // name of the entry function
+};
+
+/* `k` must have passed verify() (giving `a`); `spec` has one entry per
+ * argument (or is empty). Fails only for specializations of pointer args. */
+Status render(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
+              const Dialect& d, Rendered* out);
+
+}  // namespace htr_sdk::ir
+
+#endif  // HTR_SDK_IR_RENDER_H_

@@ -1,0 +1,51 @@
+// runtime/config.h — the runtime's only reader of the environment.
+//
+// Every HTR_* variable (and any key a plugin asks for through
+// htr_host_api_t.config_get) is read here with secure_getenv, so a setuid
+// process never takes plugin paths from an untrusted environment. No other
+// file in libhtr calls getenv.
+//
+//   HTR_PLUGIN_PATH      ':'-separated plugin directories, searched first
+//   HTR_VISIBLE_DEVICES  ','-separated device ids ("cpu:0") or plugin names
+//   HTR_LAYERS           ','-separated layer names (interposers)
+//   HTR_CACHE_DIR        kernel cache directory
+//   HTR_LOG              error|warn|info|debug|trace (default warn)
+#ifndef HTR_RUNTIME_CONFIG_H_
+#define HTR_RUNTIME_CONFIG_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "htr/htr_plugin.h"
+
+namespace htr::rt {
+
+struct Config {
+  std::optional<std::string> plugin_path;
+  std::optional<std::string> visible_devices;
+  std::optional<std::string> layers;
+  std::optional<std::string> cache_dir;
+  std::optional<std::string> log;
+};
+
+// Reads the environment now (each runtime takes a fresh snapshot at create).
+Config ReadConfig();
+
+// One environment value (secure_getenv); nullopt when unset.
+std::optional<std::string> ReadEnv(const char* key);
+
+// For htr_host_api_t.config_get: the value of `key`, or NULL when unset or
+// key is NULL/empty. The first read of a key is cached; the returned string
+// lives until the process exits. Thread-safe, never throws.
+const char* ConfigGetCached(const char* key) noexcept;
+
+// Parses "error|warn|info|debug|trace" (case-insensitive) or a digit 0-4.
+std::optional<htr_log_level_t> ParseLogLevel(const std::string& text);
+
+// Splits on `sep`, trims spaces, drops empty items.
+std::vector<std::string> SplitList(const std::string& text, char sep);
+
+}  // namespace htr::rt
+
+#endif  // HTR_RUNTIME_CONFIG_H_
