@@ -210,7 +210,8 @@ typedef struct htr_plan_stats_t {
   uint32_t num_ops;            /* op nodes executed per run */
   uint32_t num_library_ops;    /* of which run as plugin library ops */
   uint32_t num_reference_ops;  /* of which run as reference kernels */
-  uint32_t num_values;         /* values materialized per run */
+  uint32_t num_values;         /* arena buffers per run (aliases share one) */
+  uint32_t num_alias_ops;      /* of num_ops: reshapes that alias their input (no work) */
 } htr_plan_stats_t;
 
 HTR_API htr_status_t htr_executable_plan_stats(const htr_executable_t* executable,
@@ -220,7 +221,8 @@ HTR_API htr_status_t htr_executable_plan_stats(const htr_executable_t* executabl
 typedef struct htr_executable_op_info_t {
   size_t struct_size;
   const char* op;   /* "matmul"; lives as long as the executable */
-  const char* impl; /* "library:<plugin>" or "reference"; same lifetime */
+  const char* impl; /* "library:<plugin>", "reference" or "alias" (a reshape
+                     * sharing its input's memory); same lifetime */
   uint32_t num_inputs;
   uint32_t num_outputs;
   uint64_t output_bytes; /* bytes of all outputs */

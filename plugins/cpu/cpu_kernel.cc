@@ -70,7 +70,7 @@ bool parse_mode(const char* s, Mode* m) {
 }
 
 htr_status_t from_ir(const htr_sdk::Host& host, const ir::Status& s, const char* what) {
-  return host.error(s.code, "cpu: %s: %s", what, s.message.c_str());
+  return host.error(s.code, "cpu: %s%s%s", what, *what ? ": " : "", s.message.c_str());
 }
 
 #if HTR_CPU_HAVE_FFI
@@ -135,7 +135,7 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
     const auto t0 = std::chrono::steady_clock::now();
     auto impl = std::make_shared<CompiledKernel>();
     ir::Status s = ir::read(args->ir, args->ir_size, &impl->kernel);
-    if (!s.ok()) return from_ir(host, s, "kernel IR");
+    if (!s.ok()) return from_ir(host, s, "");  // message starts "kernel IR: "
     ir::Analysis analysis;
     s = ir::verify(impl->kernel, &analysis);
     if (!s.ok()) return from_ir(host, s, ("kernel IR '" + impl->kernel.name + "'").c_str());
