@@ -1,0 +1,60 @@
+// matmul: batched, numpy-broadcast batch dims, trans_a / trans_b. Gradients are matmuls with
+// flipped transposes, summed over broadcast batch dims.
+#include "infer_util.h"
+#include "ref/kernels.h"
+#include "registry.h"
+
+namespace htr::ops {
+
+namespace {
+
+Status InferMatmul(const std::vector<ValueInfo>& in, const Attrs& at, std::vector<ValueInfo>* out) {
+  HTR_OPS_RETURN_IF_ERROR(RequireFloat("matmul", in[0], "a"));
+  HTR_OPS_RETURN_IF_ERROR(RequireSameDtype("matmul", in[0], in[1]));
+  HTR_OPS_RETURN_IF_ERROR(RequireRankAtLeast("matmul", in[0], 2, "a"));
+  HTR_OPS_RETURN_IF_ERROR(RequireRankAtLeast("matmul", in[1], 2, "b"));
+  const Shape &a = in[0].shape, &b = in[1].shape;
+  const bool ta = at.GetInt("trans_a") != 0, tb = at.GetInt("trans_b") != 0;
+  const size_t ra = a.size(), rb = b.size();
+  const int64_t M = ta ? a[ra - 1] : a[ra - 2], Ka = ta ? a[ra - 2] : a[ra - 1];
+  const int64_t Kb = tb ? b[rb - 1] : b[rb - 2], N = tb ? b[rb - 2] : b[rb - 1];
+  std::string desc = ShapeStr(a) + (ta ? "^T" : "") + " x " + ShapeStr(b) + (tb ? "^T" : "");
+  if (Ka != Kb) return Invalid("matmul: inner dims differ: " + desc);
+  Shape batch;
+  if (!BroadcastShapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2), &batch))
+    return Invalid("matmul: batch dims do not broadcast: " + desc);
+  batch.push_back(M);
+  batch.push_back(N);
+  *out = {ValueInfo{in[0].dtype, batch}};
+  return Status::Ok();
+}
+
+void GradMatmul(GradCtx& c) {
+  const int64_t ta = c.attrs.GetInt("trans_a") != 0, tb = c.attrs.GetInt("trans_b") != 0;
+  const ValueId A = c.x[0], B = c.x[1], dY = c.dy[0];
+  if (c.need[0]) {
+    ValueId g = ta ? c.b.Op1("matmul", {B, dY}, Attrs().Int("trans_a", tb).Int("trans_b", 1))
+                   : c.b.Op1("matmul", {dY, B}, Attrs().Int("trans_b", !tb));
+    c.dx[0] = SumToShape(c.b, g, c.b.Info(A).shape);
+  }
+  if (c.need[1]) {
+    ValueId g = tb ? c.b.Op1("matmul", {dY, A}, Attrs().Int("trans_a", 1).Int("trans_b", ta))
+                   : c.b.Op1("matmul", {A, dY}, Attrs().Int("trans_a", !ta));
+    c.dx[1] = SumToShape(c.b, g, c.b.Info(B).shape);
+  }
+}
+
+}  // namespace
+
+void RegisterMatmulOps(std::vector<OpDef>* defs) {
+  OpDef d;
+  d.name = "matmul";
+  d.min_inputs = d.max_inputs = 2;
+  d.attrs = {IntAttr("trans_a", 0), IntAttr("trans_b", 0)};
+  d.infer = InferMatmul;
+  d.kernel = ref::Matmul;
+  d.grad = GradMatmul;
+  defs->push_back(d);
+}
+
+}  // namespace htr::ops

@@ -1,0 +1,503 @@
+// C API of htr_graph.h for executables. Two modes:
+//  - host-accessible device: states are device tensors, intermediates live in one arena tensor
+//    (f32 storage, planned offsets), inputs are read in place when they are contiguous tensors of
+//    this device (else copied into a staging tensor); reference kernels run on host pointers and
+//    matmul steps go to the plugin's library op (htr_op_run) where htr_op_query accepts them;
+//  - other devices: a HostEngine runs everything on host copies; states and inputs are staged in
+//    before and assigned states staged out after each run.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api_util.h"
+#include "graph.h"
+#include "graph_handle.h"
+#include "host_engine.h"
+#include "htr/htr_graph.h"
+#include "program.h"
+
+
+namespace {
+
+using htr::sched::Program;
+using htr::sched::SlotKind;
+using htr::sched::ToC;
+using htr::sched::ValueId;
+
+htr_status_t Err(htr_status_code_t code, const std::string& msg) { return htr_status_new(code, msg.c_str()); }
+
+// Library steps: tensors per operand; input operands are filled at run time.
+struct LibStep {
+  std::vector<htr_tensor_t*> in, out;  // owned references (views/states); nullptr = graph input
+  std::vector<ValueId> in_values;
+  std::vector<htr_attr_t> attrs;
+};
+
+}  // namespace
+
+struct htr_executable_s {
+  htr_device_t* device = nullptr;
+  bool host_access = false;
+  uint32_t threads = 1;
+  Program program;                                // host-accessible mode
+  std::unique_ptr<htr::sched::HostEngine> engine;  // staged mode
+  htr_tensor_t* arena = nullptr;
+  std::vector<htr_tensor_t*> states;   // per state port
+  std::vector<htr_tensor_t*> bound;    // per input port (retained)
+  std::vector<htr_tensor_t*> staging;  // per input port, created on demand
+  std::vector<htr_tensor_t*> outputs;  // per output port, latest run
+  std::vector<int> lib_index;          // per step: index into lib, or -1
+  std::vector<LibStep> lib;
+  std::vector<std::string> impl;       // per step
+  htr_stream_t* run_stream = nullptr;
+  std::vector<htr_tensor_t*> run_input_tensor;  // per input port, for this run
+
+  const Program& prog() const { return engine ? engine->program() : program; }
+
+  ~htr_executable_s() {
+    htr_tensor_release(arena);
+    for (auto* t : states) htr_tensor_release(t);
+    for (auto* t : bound) htr_tensor_release(t);
+    for (auto* t : staging) htr_tensor_release(t);
+    for (auto* t : outputs) htr_tensor_release(t);
+    for (auto& l : lib) {
+      for (auto* t : l.in) htr_tensor_release(t);
+      for (auto* t : l.out) htr_tensor_release(t);
+    }
+  }
+};
+
+namespace {
+
+int FindPort(const std::vector<htr::sched::Port>& ports, const char* name) {
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (ports[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+htr_status_t CreateTensor(htr_device_t* dev, const htr::ops::ValueInfo& info, htr_tensor_t** out) {
+  return htr_tensor_create(dev, info.dtype, static_cast<uint32_t>(info.shape.size()), info.shape.data(), out);
+}
+
+htr_status_t CheckMatch(const char* what, const char* name, htr_tensor_t* t, const htr::ops::ValueInfo& info) {
+  const uint32_t rank = htr_tensor_rank(t);
+  const int64_t* shape = htr_tensor_shape(t);
+  htr::ops::Shape s(shape, shape + rank);
+  if (htr_tensor_dtype(t) != info.dtype || s != info.shape)
+    return Err(HTR_STATUS_INVALID_ARGUMENT, std::string(what) + " '" + name + "' is " +
+                                                htr::ops::DtypeName(info.dtype) + htr::ops::ShapeStr(info.shape) +
+                                                ", tensor is " + htr::ops::DtypeName(htr_tensor_dtype(t)) +
+                                                htr::ops::ShapeStr(s));
+  return nullptr;
+}
+
+// A contiguous view of the arena for value v (f32 only: the arena's element type).
+htr_status_t ArenaView(htr_executable_s* e, ValueId v, htr_tensor_t** out) {
+  const auto& info = e->program.values[v].info;
+  htr::ops::Shape st = htr::ops::ContiguousStrides(info.shape);
+  return htr_tensor_view(e->arena, static_cast<uint32_t>(info.shape.size()), info.shape.data(), st.data(),
+                         static_cast<int64_t>(e->program.slots[v].offset / 4), out);
+}
+
+// Batch dims equal or absent on one side: what abi/OPS.md promises for library matmul.
+bool LibraryBatchOk(const htr::ops::Shape& a, const htr::ops::Shape& b) {
+  htr::ops::Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  return ba.empty() || bb.empty() || ba == bb;
+}
+
+// Decides, per matmul step, whether the plugin's library op takes it.
+htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
+  Program& p = e->program;
+  e->lib_index.assign(p.steps.size(), -1);
+  e->impl.assign(p.steps.size(), "reference");
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    if (p.steps[i].alias) e->impl[i] = "alias";
+  }
+  htr_device_properties_t props;
+  std::memset(&props, 0, sizeof(props));
+  props.struct_size = sizeof(props);
+  if (htr_status_t st = htr_device_properties(e->device, &props)) return st;
+  if (disabled || !(props.capabilities & HTR_CAP_LIBRARY_OPS)) return nullptr;
+  const std::string lib_name = std::string("library:") + htr_device_plugin_name(e->device);
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const auto& s = p.steps[i];
+    if (s.def->name != "matmul") continue;
+    const auto &a = p.values[s.inputs[0]].info, &b = p.values[s.inputs[1]].info;
+    if (a.dtype != HTR_DTYPE_F32 || !LibraryBatchOk(a.shape, b.shape)) continue;
+    LibStep ls;
+    bool usable = true;
+    std::vector<htr_tensor_t*> query_in;
+    std::vector<htr_tensor_t*> temps;
+    for (ValueId v : s.inputs) {
+      const auto& slot = p.slots[v];
+      htr_tensor_t* t = nullptr;
+      if (slot.kind == SlotKind::kArena) {
+        if (htr_status_t st = ArenaView(e, v, &t)) return st;
+        ls.in.push_back(t);
+        query_in.push_back(t);
+      } else if (slot.kind == SlotKind::kState) {
+        t = e->states[slot.index];
+        htr_tensor_retain(t);
+        ls.in.push_back(t);
+        query_in.push_back(t);
+      } else if (slot.kind == SlotKind::kInput) {
+        if (htr_status_t st = CreateTensor(e->device, p.values[v].info, &t)) return st;
+        temps.push_back(t);
+        ls.in.push_back(nullptr);
+        query_in.push_back(t);
+      } else {
+        usable = false;
+      }
+      ls.in_values.push_back(v);
+    }
+    htr_tensor_t* out = nullptr;
+    if (usable) {
+      if (htr_status_t st = ArenaView(e, s.outputs[0], &out)) return st;
+      ls.out.push_back(out);
+    }
+    // Points into s.attrs, which stays put: the program is not moved after compilation.
+    ls.attrs = htr::ops::AttrsToC(s.attrs);
+    int32_t score = 0;
+    htr_status_t q = nullptr;
+    if (usable) {
+      q = htr_op_query(e->device, "matmul", query_in.data(), 2, &out, 1, ls.attrs.data(),
+                       static_cast<uint32_t>(ls.attrs.size()), &score);
+    }
+    for (auto* t : temps) htr_tensor_release(t);
+    if (!usable || q || score <= 0) {
+      htr_status_free(q);
+      for (auto* t : ls.in) htr_tensor_release(t);
+      for (auto* t : ls.out) htr_tensor_release(t);
+      continue;
+    }
+    e->lib_index[i] = static_cast<int>(e->lib.size());
+    e->impl[i] = lib_name;
+    e->lib.push_back(std::move(ls));
+  }
+  return nullptr;
+}
+
+class LibRunner final : public htr::sched::StepRunner {
+ public:
+  explicit LibRunner(htr_executable_s* e) : e_(e) {}
+  bool Handles(size_t step) const override { return e_->lib_index[step] >= 0; }
+  htr::ops::Status Run(size_t step) override {
+    LibStep& ls = e_->lib[static_cast<size_t>(e_->lib_index[step])];
+    std::vector<htr_tensor_t*> in = ls.in;
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (!in[k]) in[k] = e_->run_input_tensor[e_->program.slots[ls.in_values[k]].index];
+    }
+    htr_status_t st = htr_op_run(e_->run_stream, "matmul", in.data(), static_cast<uint32_t>(in.size()),
+                                 ls.out.data(), static_cast<uint32_t>(ls.out.size()), ls.attrs.data(),
+                                 static_cast<uint32_t>(ls.attrs.size()));
+    return FromC(st);
+  }
+  htr::ops::Status Sync() override {
+    if (!e_->run_stream) return htr::ops::Status::Ok();
+    return FromC(htr_stream_synchronize(e_->run_stream));
+  }
+
+ private:
+  static htr::ops::Status FromC(htr_status_t st) {
+    if (!st) return htr::ops::Status::Ok();
+    htr::ops::Status s = htr::ops::Error(htr_status_code(st), htr_status_message(st));
+    htr_status_free(st);
+    return s;
+  }
+  htr_executable_s* e_;
+};
+
+htr_status_t StatusFromOps(const htr::ops::Status& s) { return ToC(s); }
+
+htr_status_t HostPtr(htr_tensor_t* t, void** out) { return htr_tensor_host_ptr(t, out); }
+
+// The tensor a run reads for input i: the bound tensor itself when it is a contiguous tensor of this
+// device with a host pointer, else the staging copy.
+htr_status_t ResolveInput(htr_executable_s* e, size_t i, htr_tensor_t** out, void** ptr) {
+  htr_tensor_t* b = e->bound[i];
+  if (htr_tensor_device(b) == e->device && htr_tensor_is_contiguous(b)) {
+    htr_status_t st = HostPtr(b, ptr);
+    if (!st) {
+      *out = b;
+      return nullptr;
+    }
+    htr_status_free(st);
+  }
+  if (!e->staging[i]) {
+    const auto& info = e->prog().values[e->prog().inputs[i].value].info;
+    if (htr_status_t st = CreateTensor(e->device, info, &e->staging[i])) return st;
+  }
+  if (htr_status_t st = htr_tensor_copy(e->staging[i], b, nullptr)) return st;
+  *out = e->staging[i];
+  return HostPtr(e->staging[i], ptr);
+}
+
+htr_status_t PublishOutput(htr_executable_s* e, size_t i, const void* src) {
+  const Program& p = e->prog();
+  const auto& info = p.values[p.outputs[i].value].info;
+  htr_tensor_t* t = nullptr;
+  if (htr_status_t st = CreateTensor(e->device, info, &t)) return st;
+  if (htr_status_t st = htr_tensor_copy_from_host(t, src, p.slots[p.outputs[i].value].bytes, nullptr)) {
+    htr_tensor_release(t);
+    return st;
+  }
+  htr_tensor_release(e->outputs[i]);
+  e->outputs[i] = t;
+  return nullptr;
+}
+
+htr_status_t RunHostAccessible(htr_executable_s* e) {
+  Program& p = e->program;
+  void* base = nullptr;
+  if (htr_status_t st = HostPtr(e->arena, &base)) return st;
+  std::vector<void*> state_ptrs(e->states.size());
+  for (size_t i = 0; i < e->states.size(); ++i) {
+    if (htr_status_t st = HostPtr(e->states[i], &state_ptrs[i])) return st;
+  }
+  std::vector<void*> input_ptrs(e->bound.size());
+  e->run_input_tensor.assign(e->bound.size(), nullptr);
+  for (size_t i = 0; i < e->bound.size(); ++i) {
+    if (htr_status_t st = ResolveInput(e, i, &e->run_input_tensor[i], &input_ptrs[i])) return st;
+  }
+  std::vector<void*> ptrs(p.values.size(), nullptr);
+  for (size_t v = 0; v < p.values.size(); ++v) {
+    const auto& s = p.slots[v];
+    switch (s.kind) {
+      case SlotKind::kInput: ptrs[v] = input_ptrs[s.index]; break;
+      case SlotKind::kState: ptrs[v] = state_ptrs[s.index]; break;
+      case SlotKind::kConstant: ptrs[v] = p.values[v].data.data(); break;
+      case SlotKind::kArena: ptrs[v] = static_cast<uint8_t*>(base) + s.offset; break;
+      case SlotKind::kNone: break;
+    }
+  }
+  LibRunner runner(e);
+  if (htr_status_t st = StatusFromOps(htr::sched::Execute(&p, ptrs, e->lib.empty() ? nullptr : &runner))) return st;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    if (htr_status_t st = PublishOutput(e, i, ptrs[p.outputs[i].value])) return st;
+  }
+  htr::sched::ApplyAssigns(p, ptrs, state_ptrs);
+  return nullptr;
+}
+
+htr_status_t RunStaged(htr_executable_s* e) {
+  htr::sched::HostEngine& eng = *e->engine;
+  const Program& p = eng.program();
+  for (size_t i = 0; i < e->states.size(); ++i) {
+    auto& buf = eng.state_storage(i);
+    if (htr_status_t st = htr_tensor_copy_to_host(e->states[i], buf.data(), buf.size(), nullptr)) return st;
+  }
+  for (size_t i = 0; i < e->bound.size(); ++i) {
+    auto& buf = eng.input_storage(i);
+    if (htr_status_t st = htr_tensor_copy_to_host(e->bound[i], buf.data(), buf.size(), nullptr)) return st;
+  }
+  if (htr_status_t st = StatusFromOps(eng.Run())) return st;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    if (htr_status_t st = PublishOutput(e, i, eng.OutputData(p.outputs[i].name))) return st;
+  }
+  for (size_t i = 0; i < p.states.size(); ++i) {
+    if (p.states[i].assigned == htr::sched::kNoValue) continue;
+    auto& buf = eng.state_storage(i);
+    if (htr_status_t st = htr_tensor_copy_from_host(e->states[i], buf.data(), buf.size(), nullptr)) return st;
+  }
+  return nullptr;
+}
+
+htr_status_t NullArg(const char* fn, const char* arg) {
+  return Err(HTR_STATUS_INVALID_ARGUMENT, std::string(fn) + ": " + arg + " is NULL");
+}
+
+}  // namespace
+
+extern "C" {
+
+HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_t* device,
+                                           const htr_executable_options_t* options,
+                                           htr_executable_t** out_executable) {
+  if (!graph) return NullArg("htr_executable_create", "graph");
+  if (!device) return NullArg("htr_executable_create", "device");
+  if (!out_executable) return NullArg("htr_executable_create", "out_executable");
+  *out_executable = nullptr;
+  HTR_SCHED_API_BEGIN
+  htr_executable_options_t opt;
+  std::memset(&opt, 0, sizeof(opt));
+  opt.struct_size = sizeof(opt);
+  if (options) {
+    if (HTR_STRUCT_HAS_FIELD(options, htr_executable_options_t, disable_library_ops))
+      opt.disable_library_ops = options->disable_library_ops;
+    if (HTR_STRUCT_HAS_FIELD(options, htr_executable_options_t, disable_memory_reuse))
+      opt.disable_memory_reuse = options->disable_memory_reuse;
+    if (HTR_STRUCT_HAS_FIELD(options, htr_executable_options_t, num_threads))
+      opt.num_threads = options->num_threads;
+    if (HTR_STRUCT_HAS_FIELD(options, htr_executable_options_t, force_host_staging))
+      opt.force_host_staging = options->force_host_staging;
+  }
+  uint32_t threads = opt.num_threads;
+  if (threads == 0) {
+    threads = std::thread::hardware_concurrency();
+    if (threads == 0) threads = 1;
+  }
+  std::unique_ptr<htr_executable_s> e(new htr_executable_s());
+  e->device = device;
+  e->threads = threads;
+  htr_device_properties_t props;
+  std::memset(&props, 0, sizeof(props));
+  props.struct_size = sizeof(props);
+  if (htr_status_t st = htr_device_properties(device, &props)) return st;
+  e->host_access = (props.capabilities & HTR_CAP_HOST_ACCESSIBLE) != 0 && opt.force_host_staging == 0;
+  const bool reuse = opt.disable_memory_reuse == 0;
+  if (e->host_access) {
+    if (htr_status_t st = ToC(htr::sched::Compile(graph->g, reuse, threads, &e->program))) return st;
+  } else {
+    if (htr_status_t st = ToC(htr::sched::HostEngine::Create(graph->g, reuse, threads, &e->engine))) return st;
+  }
+  const Program& p = e->prog();
+  for (const auto& s : p.states) {
+    htr_tensor_t* t = nullptr;
+    if (htr_status_t st = CreateTensor(device, p.values[s.value].info, &t)) return st;
+    e->states.push_back(t);
+    if (p.slots[s.value].bytes > 0) {
+      if (htr_status_t st = htr_tensor_fill_bytes(t, 0, nullptr)) return st;
+    }
+  }
+  e->bound.assign(p.inputs.size(), nullptr);
+  e->staging.assign(p.inputs.size(), nullptr);
+  e->outputs.assign(p.outputs.size(), nullptr);
+  if (e->host_access) {
+    const int64_t n = static_cast<int64_t>((p.plan.peak_bytes + 3) / 4) + 1;
+    if (htr_status_t st = htr_tensor_create(device, HTR_DTYPE_F32, 1, &n, &e->arena)) return st;
+    if (htr_status_t st = PlanLibrary(e.get(), opt.disable_library_ops != 0)) return st;
+  } else {
+    e->lib_index.assign(p.steps.size(), -1);
+    e->impl.assign(p.steps.size(), "reference");
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      if (p.steps[i].alias) e->impl[i] = "alias";
+    }
+  }
+  *out_executable = e.release();
+  return nullptr;
+  HTR_SCHED_API_END
+}
+
+HTR_API void htr_executable_destroy(htr_executable_t* executable) { delete executable; }
+
+HTR_API htr_status_t htr_executable_set_input(htr_executable_t* e, const char* name, htr_tensor_t* tensor) {
+  if (!e) return NullArg("htr_executable_set_input", "executable");
+  if (!name) return NullArg("htr_executable_set_input", "name");
+  if (!tensor) return NullArg("htr_executable_set_input", "tensor");
+  HTR_SCHED_API_BEGIN
+  const Program& p = e->prog();
+  int i = FindPort(p.inputs, name);
+  if (i < 0) return Err(HTR_STATUS_NOT_FOUND, std::string("htr_executable_set_input: no input named '") + name + "'");
+  if (htr_status_t st = CheckMatch("input", name, tensor, p.values[p.inputs[static_cast<size_t>(i)].value].info)) return st;
+  htr_tensor_retain(tensor);
+  htr_tensor_release(e->bound[static_cast<size_t>(i)]);
+  e->bound[static_cast<size_t>(i)] = tensor;
+  return nullptr;
+  HTR_SCHED_API_END
+}
+
+HTR_API htr_status_t htr_executable_set_state(htr_executable_t* e, const char* name, htr_tensor_t* tensor) {
+  if (!e) return NullArg("htr_executable_set_state", "executable");
+  if (!name) return NullArg("htr_executable_set_state", "name");
+  if (!tensor) return NullArg("htr_executable_set_state", "tensor");
+  HTR_SCHED_API_BEGIN
+  const Program& p = e->prog();
+  int i = FindPort(p.states, name);
+  if (i < 0) return Err(HTR_STATUS_NOT_FOUND, std::string("htr_executable_set_state: no state named '") + name + "'");
+  if (htr_status_t st = CheckMatch("state", name, tensor, p.values[p.states[static_cast<size_t>(i)].value].info)) return st;
+  return htr_tensor_copy(e->states[static_cast<size_t>(i)], tensor, nullptr);
+  HTR_SCHED_API_END
+}
+
+HTR_API htr_status_t htr_executable_get_state(htr_executable_t* e, const char* name, htr_tensor_t** out_tensor) {
+  if (!e) return NullArg("htr_executable_get_state", "executable");
+  if (!name) return NullArg("htr_executable_get_state", "name");
+  if (!out_tensor) return NullArg("htr_executable_get_state", "out_tensor");
+  int i = FindPort(e->prog().states, name);
+  if (i < 0) return Err(HTR_STATUS_NOT_FOUND, std::string("htr_executable_get_state: no state named '") + name + "'");
+  htr_tensor_retain(e->states[static_cast<size_t>(i)]);
+  *out_tensor = e->states[static_cast<size_t>(i)];
+  return nullptr;
+}
+
+HTR_API htr_status_t htr_executable_run(htr_executable_t* e, htr_stream_t* stream) {
+  if (!e) return NullArg("htr_executable_run", "executable");
+  HTR_SCHED_API_BEGIN
+  const Program& p = e->prog();
+  for (size_t i = 0; i < e->bound.size(); ++i) {
+    if (!e->bound[i])
+      return Err(HTR_STATUS_FAILED_PRECONDITION, "htr_executable_run: input '" + p.inputs[i].name + "' is not set");
+  }
+  if (stream) {
+    if (htr_stream_device(stream) != e->device)
+      return Err(HTR_STATUS_INVALID_ARGUMENT, "htr_executable_run: stream belongs to another device");
+    if (htr_status_t st = htr_stream_synchronize(stream)) return st;
+  }
+  e->run_stream = stream;
+  htr_status_t st = e->host_access ? RunHostAccessible(e) : RunStaged(e);
+  e->run_stream = nullptr;
+  return st;
+  HTR_SCHED_API_END
+}
+
+HTR_API htr_status_t htr_executable_output(htr_executable_t* e, const char* name, htr_tensor_t** out_tensor) {
+  if (!e) return NullArg("htr_executable_output", "executable");
+  if (!name) return NullArg("htr_executable_output", "name");
+  if (!out_tensor) return NullArg("htr_executable_output", "out_tensor");
+  int i = FindPort(e->prog().outputs, name);
+  if (i < 0) return Err(HTR_STATUS_NOT_FOUND, std::string("htr_executable_output: no output named '") + name + "'");
+  htr_tensor_t* t = e->outputs[static_cast<size_t>(i)];
+  if (!t) return Err(HTR_STATUS_FAILED_PRECONDITION, "htr_executable_output: no run has completed yet");
+  htr_tensor_retain(t);
+  *out_tensor = t;
+  return nullptr;
+}
+
+HTR_API htr_status_t htr_executable_plan_stats(const htr_executable_t* e, htr_plan_stats_t* out) {
+  if (!e) return NullArg("htr_executable_plan_stats", "executable");
+  if (!out) return NullArg("htr_executable_plan_stats", "out_stats");
+  if (!HTR_STRUCT_HAS_FIELD(out, htr_plan_stats_t, num_values))
+    return Err(HTR_STATUS_INVALID_ARGUMENT, "htr_executable_plan_stats: struct_size too small");
+  const Program& p = e->prog();
+  out->planned_peak_bytes = p.plan.peak_bytes;
+  out->naive_bytes = p.plan.naive_bytes;
+  uint64_t sb = 0;
+  for (const auto& s : p.states) sb += p.slots[s.value].bytes;
+  out->state_bytes = sb;
+  out->num_ops = static_cast<uint32_t>(p.steps.size());
+  uint32_t aliases = 0;
+  for (const auto& s : p.steps) aliases += s.alias ? 1 : 0;
+  out->num_library_ops = static_cast<uint32_t>(e->lib.size());
+  out->num_reference_ops = out->num_ops - out->num_library_ops - aliases;
+  out->num_values = p.num_materialized;
+  if (HTR_STRUCT_HAS_FIELD(out, htr_plan_stats_t, num_alias_ops)) out->num_alias_ops = aliases;
+  return nullptr;
+}
+
+HTR_API uint32_t htr_executable_op_count(const htr_executable_t* e) {
+  return e ? static_cast<uint32_t>(e->prog().steps.size()) : 0;
+}
+
+HTR_API htr_status_t htr_executable_op_info(const htr_executable_t* e, uint32_t index,
+                                            htr_executable_op_info_t* out) {
+  if (!e) return NullArg("htr_executable_op_info", "executable");
+  if (!out) return NullArg("htr_executable_op_info", "out_info");
+  if (!HTR_STRUCT_HAS_FIELD(out, htr_executable_op_info_t, output_bytes))
+    return Err(HTR_STATUS_INVALID_ARGUMENT, "htr_executable_op_info: struct_size too small");
+  const Program& p = e->prog();
+  if (index >= p.steps.size()) return Err(HTR_STATUS_OUT_OF_RANGE, "htr_executable_op_info: index out of range");
+  const auto& s = p.steps[index];
+  out->op = s.def->name.c_str();
+  out->impl = e->impl[index].c_str();
+  out->num_inputs = static_cast<uint32_t>(s.inputs.size());
+  out->num_outputs = static_cast<uint32_t>(s.outputs.size());
+  uint64_t b = 0;
+  for (ValueId v : s.outputs) b += p.slots[v].bytes;
+  out->output_bytes = b;
+  return nullptr;
+}
+
+}  // extern "C"
