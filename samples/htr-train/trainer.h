@@ -1,0 +1,97 @@
+// trainer.h — the trainer's executables on one device: the training step,
+// evaluation and sampling graphs, their bound input tensors, and moving
+// parameters between them. Owns the three htr_executable_t; the runtime (and
+// so the device) must outlive it.
+#ifndef HTR_TRAIN_TRAINER_H_
+#define HTR_TRAIN_TRAINER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "data.h"
+#include "htr/htr_graph.h"
+#include "model.h"
+#include "weights_io.h"
+
+namespace htr_train {
+
+class Executable {
+ public:
+  Executable() = default;
+  ~Executable() { htr_executable_destroy(e_); }
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+  htr_executable_t* get() const { return e_; }
+  htr_executable_t** out() { return &e_; }
+
+ private:
+  htr_executable_t* e_ = nullptr;
+};
+
+struct StepResult {
+  double loss = 0;       // mean over micro-batches, before the update
+  double grad_norm = 0;  // before clipping
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& c, const ModelShape& m, int64_t seq, htr_device_t* device);
+  ~Trainer();
+
+  // Builds and compiles the training graph (the eval and sampling graphs are
+  // compiled on first use). Returns "" or an error.
+  std::string Init();
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  // One line about the compiled training step (ops, implementations, memory).
+  std::string PlanSummary() const;
+  // One line per (op, implementation) of the training step.
+  std::string PlanTable() const;
+
+  // Parameters from host vectors (spec order).
+  std::string SetParams(const std::vector<std::vector<float>>& values);
+  // Parameters (and, with moments = true, AdamW moments) from a safetensors
+  // file; `prefix` as returned by InspectWeights.
+  std::string LoadFrom(const std::string& path, const std::string& prefix, bool moments,
+                       std::vector<std::string>* ignored);
+  // Writes parameters (HF names) and, with moments, the AdamW moments.
+  std::string Save(const std::string& path, bool moments,
+                   const std::map<std::string, std::string>& metadata);
+
+  // One optimizer step `step` (0-based) on micro-batches drawn from
+  // `sampler`, at learning rate `lr`.
+  std::string Step(int64_t step, double lr, BatchSampler* sampler, StepResult* out);
+
+  // Mean validation loss over `batches` fixed batches of `data`.
+  std::string Evaluate(const std::vector<uint8_t>& data, int64_t batches, double* out);
+
+  // Generates `tokens` bytes after `prompt`; temperature 0 is greedy.
+  std::string Sample(const std::string& prompt, int64_t tokens, double temperature,
+                     uint64_t seed, std::string* out);
+
+ private:
+  std::string Compile(GraphBuilder& g, Executable* exe);
+  std::string CopyParamsTo(Executable* dst);
+  std::string StateTensors(bool moments, std::vector<NamedTensor>* out);
+  void ReleaseStateTensors(std::vector<NamedTensor>* v);
+
+  Config c_;
+  ModelShape m_;
+  int64_t seq_;
+  htr_device_t* device_;
+  std::vector<ParamSpec> specs_;
+  Executable train_, eval_, sampler_;
+  // Input tensors bound to the executables (one reference each, ours).
+  htr_tensor_t* ids_ = nullptr;
+  htr_tensor_t* targets_ = nullptr;
+  htr_tensor_t* lr_ = nullptr;
+  htr_tensor_t* step_ = nullptr;
+  htr_tensor_t* apply_ = nullptr;
+  htr_tensor_t* sample_ids_ = nullptr;
+};
+
+}  // namespace htr_train
+
+#endif  // HTR_TRAIN_TRAINER_H_
