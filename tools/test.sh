@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# tools/test.sh — build htr and run every test: the Meson suites, the
+# conformance kit on every plugin that has a device, and the same Meson
+# suites again under ASan+UBSan. Ends with one line "N passed, N failed"
+# (summed over everything run) and exits non-zero when anything failed.
+#
+# Environment:
+#   HTR_TEST_NO_ASAN=1   skip the ASan+UBSan build (build-asan/)
+#   HTR_TEST_JOBS=N      build and test parallelism (default 2)
+#   HTR_TEST_WERROR=0    build without -Dwerror=true (default: werror on, as in CI)
+#   HTR_TEST_BUILD_DIR=D, HTR_TEST_ASAN_DIR=D
+#                        build directories (default build/ and build-asan/);
+#                        both are reconfigured when they exist
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+JOBS=${HTR_TEST_JOBS:-2}
+WERROR=true
+[[ "${HTR_TEST_WERROR:-1}" == 0 ]] && WERROR=false
+B=${HTR_TEST_BUILD_DIR:-build}
+BA=${HTR_TEST_ASAN_DIR:-build-asan}
+
+PASSED=0
+FAILED=0
+declare -a REPORT=()
+
+note() { printf '\n==== %s\n' "$*"; }
+record() {  # record <stage> <passed> <failed>
+  PASSED=$((PASSED + $2))
+  FAILED=$((FAILED + $3))
+  REPORT+=("$(printf '%-34s %5d passed %5d failed' "$1" "$2" "$3")")
+}
+
+# ------------------------------------------------------------- packages
+PKGS=(meson ninja-build pkg-config g++ catch2 libfmt-dev libdnnl-dev libopenblas-dev
+      libhwloc-dev libffi-dev libdlpack-dev nlohmann-json3-dev python3-torch python3-numpy
+      fortunes)
+missing=()
+for p in "${PKGS[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    note "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y "${PKGS[@]}"
+  else
+    echo "tools/test.sh: missing Debian packages: ${missing[*]}" >&2
+    echo "run as root:  apt-get update && apt-get install -y ${PKGS[*]}" >&2
+    exit 1
+  fi
+fi
+
+# -------------------------------------------------------------- helpers
+# setup_build <dir> [meson options...]: configure or reconfigure.
+setup_build() {
+  local dir=$1
+  shift
+  if [[ -d "$dir" && -f "$dir/build.ninja" ]]; then
+    meson setup --reconfigure "$dir" -Dwerror="$WERROR" "$@"
+  else
+    rm -rf "$dir"
+    meson setup "$dir" -Dwerror="$WERROR" "$@"
+  fi
+}
+
+# run_meson_tests <label> <dir> [meson test options...]: runs all suites and
+# records meson's own summary counts.
+run_meson_tests() {
+  local label=$1 dir=$2
+  shift 2
+  local log="$dir/test-sh-meson-test.log"
+  set +e
+  meson test -C "$dir" --num-processes "$JOBS" --print-errorlogs "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  local ok xfail fail upass timeout
+  ok=$(sed -n 's/^Ok:[[:space:]]*\([0-9]*\).*/\1/p' "$log" | tail -1)
+  xfail=$(sed -n 's/^Expected Fail:[[:space:]]*\([0-9]*\).*/\1/p' "$log" | tail -1)
+  fail=$(sed -n 's/^Fail:[[:space:]]*\([0-9]*\).*/\1/p' "$log" | tail -1)
+  upass=$(sed -n 's/^Unexpected Pass:[[:space:]]*\([0-9]*\).*/\1/p' "$log" | tail -1)
+  timeout=$(sed -n 's/^Timeout:[[:space:]]*\([0-9]*\).*/\1/p' "$log" | tail -1)
+  local p=$(( ${ok:-0} + ${xfail:-0} ))
+  local f=$(( ${fail:-0} + ${upass:-0} + ${timeout:-0} ))
+  if [[ $rc -ne 0 && $f -eq 0 ]]; then
+    f=1  # meson test itself failed (no summary): count it
+  fi
+  record "$label" "$p" "$f"
+}
+
+build() {  # build <label> <dir>
+  local t0=$SECONDS
+  if ninja -C "$2" -j "$JOBS"; then
+    echo "built $2 in $((SECONDS - t0)) s"
+    return 0
+  fi
+  record "$1 (build)" 0 1
+  return 1
+}
+
+# ----------------------------------------------------------- main build
+T0=$SECONDS
+note "configure $B/"
+if setup_build "$B"; then
+  note "build $B/ (-j$JOBS)"
+  if build "build" "$B"; then
+    note "meson test ($B/)"
+    run_meson_tests "meson test" "$B"
+
+    note "htr-conform on every plugin with a device"
+    INFO=$B/tools/htr-info/htr-info
+    CONFORM=$B/tools/htr-conform/htr-conform
+    if [[ -x "$INFO" && -x "$CONFORM" ]]; then
+      set +e
+      targets=$("$INFO" --json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["plugins"]:
+    if p.get("device_count", 0) > 0:
+        print(p["name"], p["path"])
+')
+      info_rc=$?
+      set -e
+      if [[ $info_rc -ne 0 ]]; then
+        record "htr-info --json" 0 1
+      fi
+      while read -r name path; do
+        [[ -n "${name:-}" ]] || continue
+        out="$B/conform-$name.json"
+        set +e
+        "$CONFORM" --plugin "$path" --json "$out"
+        rc=$?
+        set -e
+        summary=$(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["summary"]
+print(s["passed"], s["failed"])' "$out" 2>/dev/null || echo "0 1")
+        read -r cp cf <<<"$summary"
+        if [[ $rc -ne 0 && $cf -eq 0 ]]; then cf=1; fi  # crashed or bad exit
+        record "htr-conform $name" "$cp" "$cf"
+      done <<<"$targets"
+    else
+      echo "htr-info or htr-conform not built" >&2
+      record "htr-conform (not built)" 0 1
+    fi
+  fi
+else
+  record "configure $B/" 0 1
+fi
+echo "main build and tests: $((SECONDS - T0)) s"
+
+# ------------------------------------------------------- ASan + UBSan
+if [[ "${HTR_TEST_NO_ASAN:-0}" != 1 ]]; then
+  T1=$SECONDS
+  note "configure $BA/ (address,undefined)"
+  if setup_build "$BA" -Db_sanitize=address,undefined -Db_lundef=false; then
+    note "build $BA/ (-j$JOBS)"
+    if build "asan" "$BA"; then
+      note "meson test --setup=asan ($BA/)"
+      run_meson_tests "meson test --setup=asan" "$BA" --setup=asan
+    fi
+  else
+    record "configure $BA/" 0 1
+  fi
+  echo "asan build and tests: $((SECONDS - T1)) s"
+else
+  note "ASan+UBSan skipped (HTR_TEST_NO_ASAN=1)"
+fi
+
+note "summary ($((SECONDS)) s)"
+for line in "${REPORT[@]}"; do echo "  $line"; done
+echo "$PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]
