@@ -178,7 +178,9 @@ typedef struct htr_plugin_api_t {
   void (*shutdown)(htr_plugin_ctx_t* ctx);
 
   /* Devices. A plugin with no usable hardware reports 0 devices and explains
-   * why through unavailable_reason (lives as long as ctx; NULL if none). */
+   * why through unavailable_reason (lives as long as ctx; returns NULL when
+   * devices exist). The entry itself may be NULL for a plugin that always
+   * has devices; a plugin that can report 0 devices must provide it. */
   htr_status_t (*device_count)(htr_plugin_ctx_t* ctx, uint32_t* out_count);
   const char* (*unavailable_reason)(htr_plugin_ctx_t* ctx);
   /* `out->struct_size` is set by the caller. */
@@ -241,10 +243,12 @@ typedef struct htr_plugin_api_t {
   htr_status_t (*fill)(htr_plugin_stream_t* stream, htr_plugin_buffer_t* dst,
                        uint64_t offset, uint64_t size, uint8_t value);
 
-  /* Optional library ops. op_query returns NULL and sets *out_score (higher
-   * is preferred; the reference implementation in the host scores 0) when
-   * the device can run `desc` (tensors' buffers may be NULL in a query), and
-   * UNIMPLEMENTED otherwise. op_launch enqueues the op on the stream. */
+  /* Optional library ops. Devices with any advertise HTR_CAP_LIBRARY_OPS; a
+   * plugin may still fill both entries and answer UNIMPLEMENTED for every
+   * query, as the null template does. op_query returns NULL and sets
+   * *out_score (higher is preferred; the host's reference implementation
+   * scores 0) when the device can run `desc` (tensors' buffers may be NULL in
+   * a query), and UNIMPLEMENTED otherwise. op_launch enqueues the op. */
   htr_status_t (*op_query)(htr_plugin_device_t* device, const htr_op_desc_t* desc,
                            int32_t* out_score);
   htr_status_t (*op_launch)(htr_plugin_stream_t* stream, const htr_op_desc_t* desc);

@@ -3,11 +3,13 @@
 // stride 0 or 1, so the common cases (same shape, scalar, bias row) stay tight loops.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "../half.h"
 #include "../philox.h"
 #include "kernels.h"
 #include "parallel.h"
+#include "vec.h"
 
 namespace htr::ops::ref {
 
@@ -177,6 +179,15 @@ void UnaryGradLoop(const KernelArgs& k, const std::string& fn, T lo_b, T hi_b) {
     });
   };
   if (fn == "gelu") {
+    if constexpr (std::is_same<T, float>::value) {
+      ParallelFor(n, k.num_threads, 12, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; i += vec::kW) {
+          const int64_t m = hi - i;
+          vec::Store(dx + i, vec::Load(dy + i, m) * vec::GeluGrad(vec::Load(x + i, m)), m);
+        }
+      });
+      return;
+    }
     run([](T v) { return GeluGradF(v); });
   } else if (fn == "relu") {
     run([](T v) { return v > 0 ? T(1) : T(0); });
@@ -307,7 +318,18 @@ Status Sigmoid(const KernelArgs& k) {
 Status Relu(const KernelArgs& k) {
   return UnaryNum("relu", k, [](auto x) { return x > 0 ? x : static_cast<decltype(x)>(0); });
 }
-Status Gelu(const KernelArgs& k) { return Unary("gelu", k, 12, [](auto x) { return GeluF(x); }); }
+Status Gelu(const KernelArgs& k) {
+  if (k.out[0].dtype == HTR_DTYPE_F32) {
+    const float* x = k.in[0].as<float>();
+    float* y = k.out[0].as<float>();
+    ParallelFor(k.out[0].numel(), k.num_threads, 12, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; i += vec::kW)
+        vec::Store(y + i, vec::Gelu(vec::Load(x + i, hi - i)), hi - i);
+    });
+    return Status::Ok();
+  }
+  return Unary("gelu", k, 12, [](auto x) { return GeluF(x); });
+}
 
 Status UnaryGrad(const KernelArgs& k) {
   const std::string fn = k.attrs->GetStr("fn");

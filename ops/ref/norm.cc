@@ -2,9 +2,11 @@
 // Each row is independent, so rows are split across threads; sums are accumulated in double.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels.h"
 #include "parallel.h"
+#include "vec.h"
 
 namespace htr::ops::ref {
 
@@ -12,8 +14,40 @@ namespace {
 
 int64_t LastDim(const TensorView& t) { return t.shape.empty() ? 1 : t.shape.back(); }
 
+// f32 softmax: max, then e = exp(x - max) with the vector exp (stored), sum in double, scale.
+void SoftmaxRowsF32(const KernelArgs& k) {
+  const float* x = k.in[0].as<float>();
+  float* y = k.out[0].as<float>();
+  const int64_t d = LastDim(k.in[0]);
+  if (d == 0) return;
+  const int64_t rows = k.in[0].numel() / d;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  ParallelFor(rows, k.num_threads, d * 6, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const float* xr = x + r * d;
+      float* yr = y + r * d;
+      vec::F4 mv = vec::Splat(ninf);
+      for (int64_t j = 0; j < d; j += vec::kW) mv = vec::Max(mv, vec::Load(xr + j, d - j, ninf));
+      float m = vec::HMax(mv);
+      if (m == ninf) m = 0;  // fully masked row
+      const vec::F4 ms = vec::Splat(m);
+      double acc[4] = {0, 0, 0, 0};
+      for (int64_t j = 0; j < d; j += vec::kW) {
+        vec::F4 e = vec::Exp(vec::Load(xr + j, d - j, ninf) - ms);
+        vec::Accumulate(acc, e);
+        vec::Store(yr + j, e, d - j);
+      }
+      const vec::F4 inv = vec::Splat(static_cast<float>(1.0 / vec::Total(acc)));
+      for (int64_t j = 0; j < d; j += vec::kW) vec::Store(yr + j, vec::Load(yr + j, d - j) * inv, d - j);
+    }
+  });
+}
+
 template <class T>
 void SoftmaxRows(const KernelArgs& k, bool log) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (!log) return SoftmaxRowsF32(k);
+  }
   const T* x = k.in[0].as<T>();
   T* y = k.out[0].as<T>();
   const int64_t d = LastDim(k.in[0]);
@@ -52,6 +86,26 @@ void SoftmaxGradRows(const KernelArgs& k, bool log) {
   const int64_t d = LastDim(k.in[0]);
   if (d == 0) return;
   const int64_t rows = k.in[0].numel() / d;
+  if constexpr (std::is_same<T, float>::value) {
+    if (!log) {
+      ParallelFor(rows, k.num_threads, d * 4, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const float* yr = y + r * d;
+          const float* gr = dy + r * d;
+          float* xr = dx + r * d;
+          double acc[4] = {0, 0, 0, 0};
+          for (int64_t j = 0; j < d; j += vec::kW)
+            vec::Accumulate(acc, vec::Load(gr + j, d - j) * vec::Load(yr + j, d - j));
+          const vec::F4 st = vec::Splat(static_cast<float>(vec::Total(acc)));
+          for (int64_t j = 0; j < d; j += vec::kW) {
+            const int64_t m = d - j;
+            vec::Store(xr + j, vec::Load(yr + j, m) * (vec::Load(gr + j, m) - st), m);
+          }
+        }
+      });
+      return;
+    }
+  }
   ParallelFor(rows, k.num_threads, d * 6, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* yr = y + r * d;

@@ -5,6 +5,7 @@
 #include "cpu_matmul.h"
 
 #include "cpu_matmul_backends.h"
+#include "cpu_pool.h"
 
 #include "htr_sdk_args.h"
 #include "htr_sdk_dtype.h"
@@ -14,6 +15,8 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string>
 #include <vector>
 
 namespace htr_cpu {
@@ -193,34 +196,44 @@ int64_t batch_offset(const MatmulPlan& p, const int64_t* bstride, int64_t linear
 
 // ------------------------------------------------------------------ engine
 
-MatmulEngine::MatmulEngine(const htr_sdk::Host& host, uint32_t threads) : host_(host) {
+MatmulEngine::MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool)
+    : host_(host), pool_(pool) {
   if (OpenBlasMatmul::built()) {
-    openblas_ = std::make_unique<OpenBlasMatmul>(threads);
+    openblas_ = std::make_unique<OpenBlasMatmul>(1);
   }
   if (OneDnnMatmul::built()) {
-    onednn_ = std::make_unique<OneDnnMatmul>(threads);
-    if (!onednn_->usable()) {
-      host_.log(HTR_LOG_WARN, "oneDNN engine could not be created; matmul uses OpenBLAS only");
-      onednn_.reset();
+    for (uint32_t i = 0; i <= workers(); ++i) {
+      onednn_.push_back(std::make_unique<OneDnnMatmul>(1));
+      if (!onednn_.back()->usable()) {
+        host_.log(HTR_LOG_WARN, "oneDNN engine could not be created; matmul uses OpenBLAS only");
+        onednn_.clear();
+        break;
+      }
     }
   }
 }
 
 MatmulEngine::~MatmulEngine() = default;
 
+uint32_t MatmulEngine::workers() const { return pool_ != nullptr ? pool_->size() : 0; }
+
 std::string MatmulEngine::backends_description() const {
   std::string s;
   if (openblas_) {
     s += openblas_->description();
   }
-  if (onednn_) {
+  if (!onednn_.empty()) {
     s += s.empty() ? "" : ", ";
-    s += onednn_->description();
+    s += onednn_.front()->description();
   }
-  return s.empty() ? std::string("no matmul backend") : s;
+  if (s.empty()) {
+    return "no matmul backend";
+  }
+  return s + "; single-threaded, split over " + std::to_string(std::max(workers(), 1u)) +
+         " pool threads";
 }
 
-bool MatmulEngine::bf16_native() const { return onednn_ && onednn_->bf16_native(); }
+bool MatmulEngine::bf16_native() const { return !onednn_.empty() && onednn_.front()->bf16_native(); }
 
 MatmulEngine::Key MatmulEngine::key_of(const MatmulPlan& p) {
   return Key{p.m, p.n, p.k, p.a.col_major, p.b.col_major, p.c.col_major,
@@ -234,12 +247,12 @@ MatmulImpl MatmulEngine::cached_choice(const MatmulPlan& plan) const {
 }
 
 htr_sdk::WorkError MatmulEngine::run_impl(MatmulImpl impl, const MatmulPlan& p,
-                                          const MatmulArgs& args) {
+                                          const MatmulArgs& args, uint32_t slot) {
   if (impl == MatmulImpl::kOpenBlas && openblas_) {
     return openblas_->run(p, args);
   }
-  if (impl == MatmulImpl::kOneDnn && onednn_) {
-    return onednn_->run(p, args);
+  if (impl == MatmulImpl::kOneDnn && !onednn_.empty()) {
+    return onednn_[std::min<size_t>(slot, onednn_.size() - 1)]->run(p, args);
   }
   return htr_sdk::WorkError{HTR_STATUS_UNIMPLEMENTED,
                             std::string("matmul backend unavailable: ") + matmul_impl_name(impl)};
@@ -292,7 +305,7 @@ htr_sdk::WorkError MatmulEngine::tune(const MatmulPlan& p, const MatmulArgs& arg
   bool ok[2] = {false, false};
   for (int i = 0; i < 2; ++i) {  // warm-up: primitive creation, thread wake-up
     auto t0 = std::chrono::steady_clock::now();
-    ok[i] = run_impl(impls[i], t, ta).ok();
+    ok[i] = run_impl(impls[i], t, ta, workers()).ok();
     best[i] = seconds_since(t0);
   }
   if (ok[0] && ok[1]) {
@@ -305,7 +318,7 @@ htr_sdk::WorkError MatmulEngine::tune(const MatmulPlan& p, const MatmulArgs& arg
       for (int j = 0; j < 2; ++j) {
         const int i = (r & 1) ? 1 - j : j;
         auto t0 = std::chrono::steady_clock::now();
-        run_impl(impls[i], t, ta);
+        run_impl(impls[i], t, ta, workers());
         best[i] = std::min(best[i], seconds_since(t0));
       }
       const double spent = seconds_since(start);
@@ -328,18 +341,11 @@ htr_sdk::WorkError MatmulEngine::tune(const MatmulPlan& p, const MatmulArgs& arg
   return {};
 }
 
-htr_sdk::WorkError MatmulEngine::run(const MatmulPlan& p, const MatmulArgs& args) {
-  if (p.m == 0 || p.n == 0 || p.batch == 0) {
-    return {};
-  }
-  std::lock_guard<std::mutex> lock(exec_mu_);
-  if (p.k == 0) {
-    scale_output(p, args.c);
-    return {};
-  }
+htr_sdk::WorkError MatmulEngine::choose(const MatmulPlan& p, const MatmulArgs& args,
+                                        MatmulImpl* out) {
   MatmulImpl impl = p.impl;
   if (impl == MatmulImpl::kAuto) {
-    if (!openblas_ || !onednn_) {
+    if (!openblas_ || onednn_.empty()) {
       impl = openblas_ ? MatmulImpl::kOpenBlas : MatmulImpl::kOneDnn;
     } else {
       impl = cached_choice(p);
@@ -353,16 +359,144 @@ htr_sdk::WorkError MatmulEngine::run(const MatmulPlan& p, const MatmulArgs& args
       }
     }
   }
-  htr_sdk::WorkError e = run_impl(impl, p, args);
-  if (!e.ok() && p.impl == MatmulImpl::kAuto && openblas_ && onednn_) {
-    // auto never fails where the other backend can run the shape.
-    const MatmulImpl other =
-        impl == MatmulImpl::kOpenBlas ? MatmulImpl::kOneDnn : MatmulImpl::kOpenBlas;
-    host_.log(HTR_LOG_WARN, "matmul %s failed (%s); trying %s", matmul_impl_name(impl),
-              e.message.c_str(), matmul_impl_name(other));
-    e = run_impl(other, p, args);
+  *out = impl;
+  return {};
+}
+
+namespace {
+
+// Matmuls below this many multiply-adds run on the calling thread: waking
+// the pool costs more than it saves.
+constexpr double kSplitMinMacs = 1u << 18;
+
+// How one matmul is shared out: `parts` pieces; piece w covers batch entries
+// [batch_lo(w), batch_hi(w)) whole (split_batch), or the given rows/columns
+// of every batch entry.
+struct Split {
+  bool split_batch = false;
+  bool split_rows = true;  // else columns
+  int64_t extent = 0;      // batch entries, rows or columns being split
+  uint32_t parts = 1;
+  int64_t lo(uint32_t w) const { return extent * w / parts; }
+  int64_t hi(uint32_t w) const { return extent * (w + 1) / parts; }
+};
+
+// Piece [lo, hi) of the split dimension of one batch entry `bi` (or of all
+// when the batch itself is split) as a batch-free plan plus pointers.
+void piece(const MatmulPlan& p, const MatmulArgs& args, const Split& s, int64_t bi, int64_t lo,
+           int64_t hi, MatmulPlan* out_plan, MatmulArgs* out_args) {
+  const int64_t in_size = static_cast<int64_t>(htr_sdk::dtype_size(p.in_dtype));
+  const int64_t out_size = static_cast<int64_t>(htr_sdk::dtype_size(p.out_dtype));
+  MatmulPlan q = p;
+  q.batch_rank = 0;
+  q.batch = 1;
+  int64_t ao = batch_offset(p, p.a_bstride, bi);
+  int64_t bo = batch_offset(p, p.b_bstride, bi);
+  int64_t co = batch_offset(p, p.c_bstride, bi);
+  if (!s.split_batch) {
+    if (s.split_rows) {  // rows of op(A) and C
+      q.m = hi - lo;
+      ao += lo * (p.a.col_major ? 1 : p.a.ld);
+      co += lo * (p.c.col_major ? 1 : p.c.ld);
+    } else {  // columns of op(B) and C
+      q.n = hi - lo;
+      bo += lo * (p.b.col_major ? p.b.ld : 1);
+      co += lo * (p.c.col_major ? p.c.ld : 1);
+    }
   }
-  return e;
+  out_args->a = static_cast<const char*>(args.a) + ao * in_size;
+  out_args->b = static_cast<const char*>(args.b) + bo * in_size;
+  out_args->c = static_cast<char*>(args.c) + co * out_size;
+  *out_plan = q;
+}
+
+}  // namespace
+
+htr_sdk::WorkError MatmulEngine::run(const MatmulPlan& p, const MatmulArgs& args) {
+  if (p.m == 0 || p.n == 0 || p.batch == 0) {
+    return {};
+  }
+  std::lock_guard<std::mutex> lock(exec_mu_);
+  if (p.k == 0) {
+    scale_output(p, args.c);
+    return {};
+  }
+  const uint32_t nw = workers();
+  const double macs = static_cast<double>(p.m) * static_cast<double>(p.n) *
+                      static_cast<double>(p.k) * static_cast<double>(p.batch);
+  Split s;
+  if (nw > 1 && macs >= kSplitMinMacs) {
+    if (p.batch >= nw) {
+      s.split_batch = true;
+      s.extent = p.batch;
+    } else {
+      s.split_rows = p.m >= p.n;
+      s.extent = s.split_rows ? p.m : p.n;
+    }
+    // Every piece keeps at least a few rows/columns (or one batch entry).
+    const int64_t min_piece = s.split_batch ? 1 : 16;
+    s.parts = static_cast<uint32_t>(std::min<int64_t>(nw, s.extent / min_piece));
+  }
+  if (s.parts <= 1) {
+    MatmulImpl impl = MatmulImpl::kAuto;
+    htr_sdk::WorkError e = choose(p, args, &impl);
+    if (!e.ok()) {
+      return e;
+    }
+    e = run_impl(impl, p, args, nw);
+    if (!e.ok() && p.impl == MatmulImpl::kAuto && openblas_ && !onednn_.empty()) {
+      // auto never fails where the other backend can run the shape.
+      const MatmulImpl other =
+          impl == MatmulImpl::kOpenBlas ? MatmulImpl::kOneDnn : MatmulImpl::kOpenBlas;
+      host_.log(HTR_LOG_WARN, "matmul %s failed (%s); trying %s", matmul_impl_name(impl),
+                e.message.c_str(), matmul_impl_name(other));
+      e = run_impl(other, p, args, nw);
+    }
+    return e;
+  }
+  // The backend is chosen for the first piece's shape (the others differ by
+  // at most one row or column).
+  MatmulPlan first;
+  MatmulArgs first_args;
+  piece(p, args, s, 0, s.lo(0), s.hi(0), &first, &first_args);
+  MatmulImpl impl = MatmulImpl::kAuto;
+  htr_sdk::WorkError e = choose(first, first_args, &impl);
+  if (!e.ok()) {
+    return e;
+  }
+  std::vector<htr_sdk::WorkError> errors(nw);
+  const uint32_t parts = s.parts;
+  pool_->parallel_for(nw, [&](size_t begin, size_t end) {
+    for (size_t w = begin; w < end; ++w) {
+      if (w >= parts) {
+        continue;
+      }
+      const uint32_t wi = static_cast<uint32_t>(w);
+      try {
+        MatmulPlan q;
+        MatmulArgs qa;
+        if (s.split_batch) {
+          for (int64_t bi = s.lo(wi); bi < s.hi(wi) && errors[w].ok(); ++bi) {
+            piece(p, args, s, bi, 0, 0, &q, &qa);
+            errors[w] = run_impl(impl, q, qa, wi);
+          }
+        } else {
+          for (int64_t bi = 0; bi < p.batch && errors[w].ok(); ++bi) {
+            piece(p, args, s, bi, s.lo(wi), s.hi(wi), &q, &qa);
+            errors[w] = run_impl(impl, q, qa, wi);
+          }
+        }
+      } catch (const std::bad_alloc&) {
+        errors[w] = htr_sdk::WorkError{HTR_STATUS_OUT_OF_MEMORY, "matmul: out of memory"};
+      }
+    }
+  });
+  for (const htr_sdk::WorkError& we : errors) {
+    if (!we.ok()) {
+      return we;
+    }
+  }
+  return {};
 }
 
 }  // namespace htr_cpu

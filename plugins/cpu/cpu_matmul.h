@@ -12,12 +12,22 @@
  *
  * MatmulEngine runs plans (one per plugin context). run() is called on a
  * stream worker thread with pointers to element [0,...,0] of A, B and C. It
- * serializes matmuls of all streams (OpenBLAS and oneDNN each use every
- * core, so running two at once only thrashes), and with impl `auto` it
- * picks the faster backend per (M, N, K, layouts, dtypes) key: the first
- * call with a new key times both backends a few times on the real inputs
- * (writing into scratch memory, never into C) and caches the winner for the
- * life of the context. Thread-safe.
+ * serializes matmuls of all streams, and with impl `auto` it picks the
+ * faster backend per (M, N, K, layouts, dtypes) key of the piece one thread
+ * runs: the first call with a new key times both backends a few times on
+ * the real inputs (writing into scratch memory, never into C) and caches the
+ * winner for the life of the context. Thread-safe.
+ *
+ * Threads: one scheme for the whole plugin. Both libraries run
+ * single-threaded (OpenBLAS's global thread count is set to 1; each calling
+ * thread's OpenMP team size to 1), and a matmul big enough to share is split
+ * over the plugin's pinned pool: batch entries when there are at least as
+ * many as workers, else rows (or columns) of C. Library threads therefore
+ * never exist, so none busy-wait (libgomp spin, OpenBLAS sched_yield loops)
+ * against the host's reference kernels between matmuls; the pool's workers
+ * sleep on a condition variable. Each worker has its own oneDNN state
+ * (primitive cache, memory objects), so no primitive is shared between
+ * threads.
  */
 #ifndef HTR_CPU_MATMUL_H_
 #define HTR_CPU_MATMUL_H_
@@ -32,6 +42,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 namespace htr_cpu {
 
@@ -82,10 +93,13 @@ int64_t batch_offset(const MatmulPlan& p, const int64_t* bstride, int64_t linear
 class OpenBlasMatmul;
 class OneDnnMatmul;
 
+class ThreadPool;
+
 class MatmulEngine {
  public:
-  /* `host` outlives the engine. `threads`: cores the libraries may use. */
-  MatmulEngine(const htr_sdk::Host& host, uint32_t threads);
+  /* `host` and `pool` outlive the engine; `pool` may be NULL (everything
+   * runs on the calling thread). */
+  MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool);
   ~MatmulEngine();
   MatmulEngine(const MatmulEngine&) = delete;
   MatmulEngine& operator=(const MatmulEngine&) = delete;
@@ -100,12 +114,19 @@ class MatmulEngine {
  private:
   using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int, int, int>;
   static Key key_of(const MatmulPlan& p);
-  htr_sdk::WorkError run_impl(MatmulImpl impl, const MatmulPlan& p, const MatmulArgs& args);
+  /* `slot`: the oneDNN state to use (a pool worker index, or workers() for
+   * the calling thread). */
+  htr_sdk::WorkError run_impl(MatmulImpl impl, const MatmulPlan& p, const MatmulArgs& args,
+                              uint32_t slot);
   htr_sdk::WorkError tune(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);
+  /* Resolves `auto` for plan `p` (tuning on first use). */
+  htr_sdk::WorkError choose(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);
+  uint32_t workers() const;
 
   const htr_sdk::Host& host_;
+  ThreadPool* pool_;
   std::unique_ptr<OpenBlasMatmul> openblas_;
-  std::unique_ptr<OneDnnMatmul> onednn_;
+  std::vector<std::unique_ptr<OneDnnMatmul>> onednn_;  // per pool worker, then the caller
   std::mutex exec_mu_;          // one matmul at a time
   mutable std::mutex cache_mu_;  // guards choices_
   std::map<Key, MatmulImpl> choices_;

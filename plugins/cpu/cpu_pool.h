@@ -4,12 +4,9 @@
  * failures are logged (warn) and the thread runs unpinned.
  *
  * The pool runs the plugin's own data-parallel loops (large copies, fills,
- * dtype conversions). It never runs BLAS/oneDNN: those libraries bring their
- * own threads (OpenBLAS pthreads, oneDNN OpenMP) and are called from stream
- * worker threads, which are NOT pinned, because threads inherit the CPU mask
- * of their creator and a pinned creator would squeeze a whole OpenMP team
- * onto one core. Idle pool threads sleep on a condition variable, so they do
- * not compete with library threads.
+ * dtype conversions) and the pieces of large matmuls (cpu_matmul.h: the
+ * libraries run single-threaded on each worker, so no library thread
+ * exists to busy-wait). Idle pool threads sleep on a condition variable.
  *
  * parallel_for(n, fn) splits [0, n) into size() contiguous chunks, runs
  * fn(begin, end) on the workers and returns when all are done. Concurrent

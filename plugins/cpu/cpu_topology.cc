@@ -3,6 +3,8 @@
 // always has a usable shape.
 #include "cpu_topology.h"
 
+#include <algorithm>
+
 #include <sys/sysinfo.h>
 
 #include <cinttypes>
@@ -98,12 +100,14 @@ bool Topology::load(std::string* why) {
   cache_info(topo_, HWLOC_OBJ_L2CACHE, &l2_, &l2_count_);
   cache_info(topo_, HWLOC_OBJ_L3CACHE, &l3_, &l3_count_);
   hwloc_obj_t root = hwloc_get_root_obj(topo_);
+  // hwloc sums the NUMA nodes it can see; in some VMs and containers that is
+  // less than the memory the kernel gives the process (seen: 8.1 GiB of 23
+  // GiB). The larger of hwloc's and sysinfo's totals is the device memory.
   total_memory_ = root != nullptr ? root->total_memory : 0;
-  if (total_memory_ == 0) {
-    struct sysinfo si {};
-    if (sysinfo(&si) == 0) {
-      total_memory_ = static_cast<uint64_t>(si.totalram) * si.mem_unit;
-    }
+  struct sysinfo si {};
+  if (sysinfo(&si) == 0) {
+    total_memory_ =
+        std::max<uint64_t>(total_memory_, static_cast<uint64_t>(si.totalram) * si.mem_unit);
   }
   hwloc_obj_t pkg = hwloc_get_obj_by_type(topo_, HWLOC_OBJ_PACKAGE, 0);
   for (hwloc_obj_t o : {pkg, root}) {

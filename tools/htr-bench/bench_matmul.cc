@@ -142,8 +142,6 @@ int RunMatmul(const Args& args) {
   }
   if (o.threads <= 0)
     o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  SetPeerThreads(o.threads);
-
   htr_runtime_t* rt = nullptr;
   if (htr_status_t s = htr_runtime_create(nullptr, &rt)) {
     std::fprintf(stderr, "htr-bench: runtime: %s\n", TakeStatus(s).c_str());
@@ -184,7 +182,8 @@ int RunMatmul(const Args& args) {
       return l.value;
     };
 
-    // Peers.
+    // Peers, each with its own native threading at o.threads.
+    SetPeerThreads(o.threads);
     const Timing tb =
         TimeIt([&] { return OpenBlasSgemm(a.data(), b.data(), c_blas.data(), n, n, n); }, o.warmup,
                o.reps);
@@ -213,7 +212,11 @@ int RunMatmul(const Args& args) {
     }
     if (!derr.empty()) std::fprintf(stderr, "onednn %s: %s\n", shape.c_str(), derr.c_str());
 
-    // htr.
+    // htr. The cpu plugin runs OpenBLAS single-threaded inside each worker of
+    // its own pinned pool (plugins/cpu/README.md, "Threads") and sets that when
+    // it loads; OpenBLAS's thread count is process-wide, so put back what the
+    // plugin set before timing it, or htr would run 2 BLAS threads per worker.
+    SetHtrPluginBlasThreads();
     HtrOperands t;
     if (std::string e = MakeOperands(dev, n, a, b, &t); !e.empty()) {
       std::fprintf(stderr, "htr %s: %s\n", shape.c_str(), e.c_str());

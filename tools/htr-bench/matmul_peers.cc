@@ -16,6 +16,8 @@ void SetPeerThreads(int threads) {
   omp_set_num_threads(threads);
 }
 
+void SetHtrPluginBlasThreads() { openblas_set_num_threads(1); }
+
 std::string OpenBlasSgemm(const float* a, const float* b, float* c, int64_t m, int64_t n,
                           int64_t k) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(m),

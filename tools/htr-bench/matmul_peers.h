@@ -14,6 +14,9 @@ namespace bench {
 // runtime oneDNN uses). These are process-wide, so a plugin linking the same
 // libraries runs with the same count.
 void SetPeerThreads(int threads);
+// OpenBLAS back to one thread per caller, the cpu plugin's own setting (it
+// splits large matmuls over its pinned pool instead).
+void SetHtrPluginBlasThreads();
 
 // Synchronous sgemm. Returns "" (it cannot fail on valid sizes).
 std::string OpenBlasSgemm(const float* a, const float* b, float* c, int64_t m, int64_t n,
