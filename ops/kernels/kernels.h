@@ -15,6 +15,30 @@
 //   softmax     per row r < rows: out[r,:] = softmax(x[r,:cols]); computed
 //               in f32. Args: x, out, rows, cols, stride_x, stride_out
 //               (row strides). Grid: (rows, 1, 1); needs cols <= block.
+//   reduce_rows out[r] = sum or max of x[r, :cols], accumulated in f32 per
+//               lane over `block`-wide tiles (any cols). Args: x, out, cols,
+//               stride_x. Grid: (rows, 1, 1).
+//   layernorm   out[r,:] = (x[r,:] - mean) * rstd * weight + bias, rstd =
+//               1/sqrt(var + eps) (biased variance), statistics in f32;
+//               mean[r], rstd[r] (f32) stored for backward. Args: x, weight,
+//               bias, out, mean, rstd, cols, stride_x, stride_out, eps (f32).
+//               Grid: (rows, 1, 1); any cols.
+//   cross_entropy loss[r] = logsumexp(logits[r,:cols]) - logits[r, t[r]]
+//               (f32), 0 where t[r] == ignore_index or t[r] is outside
+//               [0, cols); lse[r] (f32) stored for backward. targets i32 or
+//               i64. Args: logits, targets, loss, lse, cols, stride_logits,
+//               ignore_index. Grid: (rows, 1, 1); any cols.
+//   embedding   out[i,:dim] = table[ids[i],:dim] (zeros for ids outside
+//               [0, rows)). Args: table, ids, out, rows, dim, stride_table,
+//               stride_out. Grid: (ceil(dim/block), n, 1).
+//   embedding_grad  dw = 0; dw[ids[i],:] += dy[i,:] for i < n, in order
+//               (ids outside [0, rows) skipped); deterministic, no atomics:
+//               each program owns a column block. Args: ids, dy, dw, n, rows,
+//               dim, stride_dy, stride_dw. Grid: (ceil(dim/block), 1, 1).
+//   adamw       PyTorch AdamW on n elements, outputs may alias inputs (see
+//               adamw.cc). Args: p, g, m, v, p_out, m_out, v_out, n, beta1,
+//               beta2, eps, decay, step_size, inv_sqrt_bc2 (f32 scalars).
+//               Grid: (ceil(n/block), 1, 1).
 #ifndef HTR_OPS_KERNELS_KERNELS_H_
 #define HTR_OPS_KERNELS_KERNELS_H_
 
@@ -31,6 +55,16 @@ struct MatmulConfig {
   uint32_t bm = 64, bn = 64, bk = 32;  // powers of two
   htr_dtype_t dtype = HTR_DTYPE_F32;
 };
+// Tiles measured best for the cpu plugin's C++ lowering (htr-bench kernels
+// sweep on AVX-512: 128x128x32 beat 64x64x32 by ~10% at 1024 and 2048).
+inline MatmulConfig MatmulConfigForCpu(htr_dtype_t dtype = HTR_DTYPE_F32) {
+  MatmulConfig c;
+  c.bm = 128;
+  c.bn = 128;
+  c.bk = 32;
+  c.dtype = dtype;
+  return c;
+}
 Status BuildMatmul(const MatmulConfig& config, std::vector<uint8_t>* ir);
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
@@ -39,6 +73,15 @@ enum class UnaryOp { kNeg, kExp, kLog, kSqrt, kRsqrt, kTanh, kRelu, kGelu, kSigm
 Status BuildBinary(BinaryOp op, htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildUnary(UnaryOp op, htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildSoftmax(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+enum class ReduceKind { kSum, kMax };
+Status BuildReduceRows(ReduceKind kind, htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildLayerNorm(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildCrossEntropy(htr_dtype_t dtype, htr_dtype_t target_dtype, uint32_t block,
+                         std::vector<uint8_t>* ir);
+Status BuildEmbedding(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildEmbeddingGrad(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t block,
+                          std::vector<uint8_t>* ir);
+Status BuildAdamW(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 
 }  // namespace htr::kernels
 

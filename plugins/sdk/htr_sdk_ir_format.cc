@@ -180,6 +180,11 @@ Status read_type(Cursor& c, Type* t) {
   if (rank > HTR_KIR_MAX_RANK)
     return error(HTR_STATUS_INVALID_ARGUMENT, "kernel IR: type at byte %zu has rank %u (max %d)",
                  at, rank, HTR_KIR_MAX_RANK);
+  // Out-of-range bytes never become an htr_dtype_t (that would be UB); which
+  // dtypes a kernel may use is the verifier's rule.
+  if (dtype >= HTR_DTYPE_COUNT_)
+    return error(HTR_STATUS_INVALID_ARGUMENT, "kernel IR: type at byte %zu has unknown dtype %u",
+                 at, dtype);
   t->dtype = static_cast<htr_dtype_t>(dtype);
   t->ptr = flags != 0;
   t->rank = rank;
@@ -213,6 +218,9 @@ Status read_args(Cursor& c, Kernel* k) {
     if (kind > HTR_KIR_ARG_POINTER || (flags & ~HTR_KIR_ARG_READONLY) != 0 || pad != 0)
       return error(HTR_STATUS_INVALID_ARGUMENT,
                    "kernel IR: argument %u has kind %u, flags %u, padding %u", i, kind, flags, pad);
+    if (dtype >= HTR_DTYPE_COUNT_)
+      return error(HTR_STATUS_INVALID_ARGUMENT, "kernel IR: argument %u has unknown dtype %u", i,
+                   dtype);
     a.dtype = static_cast<htr_dtype_t>(dtype);
     a.pointer = kind == HTR_KIR_ARG_POINTER;
     a.flags = flags;

@@ -4,6 +4,8 @@
 // semantics every target must match.
 #include "htr_sdk_ir_render.h"
 
+#include "htr_sdk_ir_affine.h"
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -66,6 +68,57 @@ template <class T> HTR_INLINE T htr_imin(T a, T b) { return a < b ? a : b; }
 template <class T> HTR_INLINE T htr_iabs(T a) { return a < 0 ? htr_wneg(a) : a; }
 HTR_INLINE int32_t htr_f2i32(float x) { return x != x ? 0 : x >= 2147483648.0f ? INT32_MAX : x < -2147483648.0f ? INT32_MIN : (int32_t)x; }
 HTR_INLINE int64_t htr_f2i64(float x) { return x != x ? 0 : x >= 9223372036854775808.0f ? INT64_MAX : x < -9223372036854775808.0f ? INT64_MIN : (int64_t)x; }
+HTR_INLINE int64_t htr_lo(int64_t n1, int64_t c) { return c < 0 ? n1 * c : 0; }  // min over i<=n1 of i*c
+HTR_INLINE int64_t htr_hi(int64_t n1, int64_t c) { return c > 0 ? n1 * c : 0; }
+HTR_INLINE bool htr_in_i32(int64_t lo, int64_t hi) { return lo >= INT32_MIN && hi <= INT32_MAX; }
+HTR_INLINE int64_t htr_max64(int64_t a, int64_t b) { return a > b ? a : b; }
+HTR_INLINE int64_t htr_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+#if defined(__clang__)
+#define HTR_UNROLL _Pragma("unroll")
+#else
+#define HTR_UNROLL _Pragma("GCC unroll 16")
+#endif
+#if defined(__AVX512F__)
+#define HTR_VW 16
+#elif defined(__AVX__)
+#define HTR_VW 8
+#else
+#define HTR_VW 4
+#endif
+typedef float htr_vf __attribute__((vector_size(HTR_VW * 4), aligned(4)));
+// c[M,N] += a[M,K] @ b[K,N], row-major float arrays. Register-blocked: an
+// MR x (NV vectors) block of c stays in registers across the whole K loop.
+template <int M, int N, int K>
+HTR_INLINE void htr_dot(const float* __restrict a, const float* __restrict b, float* __restrict c) {
+  if constexpr (N % HTR_VW == 0) {
+    constexpr int NV = N / HTR_VW >= 2 ? 2 : 1;
+    constexpr int MR = M >= 8 ? 8 : M;
+    for (int m0 = 0; m0 < M; m0 += MR)
+      for (int n0 = 0; n0 < N; n0 += NV * HTR_VW) {
+        htr_vf acc[MR][NV];
+        HTR_UNROLL for (int i = 0; i < MR; ++i)
+          HTR_UNROLL for (int j = 0; j < NV; ++j)
+            std::memcpy(&acc[i][j], c + (m0 + i) * N + n0 + j * HTR_VW, sizeof(htr_vf));
+        for (int k = 0; k < K; ++k) {
+          htr_vf bv[NV];
+          HTR_UNROLL for (int j = 0; j < NV; ++j) std::memcpy(&bv[j], b + k * N + n0 + j * HTR_VW, sizeof(htr_vf));
+          HTR_UNROLL for (int i = 0; i < MR; ++i) {
+            const float av = a[(m0 + i) * K + k];
+            HTR_UNROLL for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
+          }
+        }
+        HTR_UNROLL for (int i = 0; i < MR; ++i)
+          HTR_UNROLL for (int j = 0; j < NV; ++j)
+            std::memcpy(c + (m0 + i) * N + n0 + j * HTR_VW, &acc[i][j], sizeof(htr_vf));
+      }
+  } else {
+    for (int m = 0; m < M; ++m)
+      for (int k = 0; k < K; ++k) {
+        const float av = a[m * K + k];
+        for (int n = 0; n < N; ++n) c[m * N + n] += av * b[k * N + n];
+      }
+  }
+}
 )";
 
 Dialect make_cxx() {
@@ -107,6 +160,7 @@ Dialect make_cxx() {
     return "for (int32_t " + var + " = 0; " + var + " < " + std::to_string(count) + "; ++" + var + ")";
   };
   d.barrier = "";
+  d.affine_memory = true;
   d.tile_decl = [](const std::string& ctype, const std::string& name, int64_t count) {
     return "alignas(64) " + ctype + " " + name + "[" + std::to_string(count) + "];";
   };
@@ -155,6 +209,7 @@ class Renderer {
       pre += "    const " + d_.compute_type(arg.dtype) + " " + v(static_cast<uint32_t>(i)) + " = " + value + ";\n";
     }
     out->entry = "htr_k_" + k_.name;
+    prepare();
     s_ = d_.prelude + "\n" + d_.entry_open(out->entry, params) + pre;
     depth_ = 2;
     for (size_t i = 0; i < k_.ops.size(); ++i) {
@@ -173,9 +228,103 @@ class Renderer {
     const Type& t = type(id);
     return t.ptr ? d_.storage_type(t.dtype) + "*" : d_.compute_type(t.dtype);
   }
-  // Element `e` of a value (the value itself for scalars).
+  // Element `e` of a value (the value itself for scalars; the scalar for
+  // tiles that are a splat of one, which are never read from memory).
   std::string at(uint32_t id, const std::string& e = "e") const {
+    if (splat_of_[id] >= 0) return v(static_cast<uint32_t>(splat_of_[id]));
     return type(id).is_tile() ? v(id) + "[" + e + "]" : v(id);
+  }
+
+  // ---- pre-pass: affine forms, splats, use counts, scopes, liveness ----
+  struct MemPlan {
+    bool affine = false;  // pointer tile is base + affine offsets
+    bool boxed = false;   // no mask, or the mask is a box (no mask tile read)
+    int64_t mask = -1, other = -1, value = -1;
+  };
+  MemPlan mem_plan(const Op& op) const {
+    MemPlan p;
+    const uint32_t ptr = op.operands[0];
+    if (op.opcode == HTR_KIR_OP_LOAD) {
+      if (op.operands.size() > 1) p.mask = op.operands[1];
+      if (op.operands.size() > 2) p.other = op.operands[2];
+    } else {
+      p.value = op.operands[1];
+      if (op.operands.size() > 2) p.mask = op.operands[2];
+    }
+    p.affine = d_.affine_memory && type(ptr).is_tile() && aff_.ptrs[ptr].ok();
+    p.boxed = p.mask < 0 || aff_.masks[static_cast<uint32_t>(p.mask)].ok;
+    return p;
+  }
+
+  void prepare() {
+    const size_t nv = a_.value_types.size();
+    aff_ = analyze_affine(k_, a_, spec_);
+    splat_of_.assign(nv, -1);
+    uses_.assign(nv, 0);
+    scope_.assign(nv, -1);
+    storage_.resize(nv);
+    for (size_t id = 0; id < nv; ++id) storage_[id] = static_cast<uint32_t>(id);
+    op_scope_.assign(k_.ops.size(), -1);
+    std::vector<std::pair<uint32_t, int64_t>> stack;  // (body end, for index)
+    for (size_t i = 0; i < k_.ops.size(); ++i) {
+      while (!stack.empty() && stack.back().first == i) stack.pop_back();
+      const Op& op = k_.ops[i];
+      const uint32_t r = a_.first_value[i];
+      const int64_t sc = stack.empty() ? -1 : stack.back().second;
+      op_scope_[i] = sc;
+      for (uint32_t x : op.operands) ++uses_[x];
+      const uint32_t n = defined_count(op);
+      for (uint32_t j = 0; j < n; ++j) scope_[r + j] = sc;
+      if (op.opcode == HTR_KIR_OP_FOR) {
+        for (uint32_t j = static_cast<uint32_t>(op.results.size()); j < n; ++j)
+          scope_[r + j] = static_cast<int64_t>(i);
+        stack.push_back({a_.body_end[i], static_cast<int64_t>(i)});
+      }
+      if (op.opcode == HTR_KIR_OP_SPLAT) splat_of_[r] = op.operands[0];
+      if ((op.opcode == HTR_KIR_OP_EXPAND_DIMS || op.opcode == HTR_KIR_OP_BROADCAST) &&
+          splat_of_[op.operands[0]] >= 0)
+        splat_of_[r] = splat_of_[op.operands[0]];
+    }
+    // Liveness of tiles, backwards: a tile is materialized only when some
+    // emitted op reads its array.
+    needed_.assign(nv, false);
+    auto use = [&](int64_t id, bool array) {
+      if (id < 0 || !type(static_cast<uint32_t>(id)).is_tile()) return;
+      if (!array && splat_of_[id] >= 0) return;
+      needed_[id] = true;
+    };
+    for (size_t i = k_.ops.size(); i-- > 0;) {
+      const Op& op = k_.ops[i];
+      const uint32_t r = a_.first_value[i];
+      bool live = op.results.empty() || op.opcode == HTR_KIR_OP_FOR;
+      for (uint32_t j = 0; j < op.results.size() && !live; ++j)
+        live = !type(r + j).is_tile() || needed_[r + j];
+      if (!live) continue;
+      switch (op.opcode) {
+        case HTR_KIR_OP_LOAD:
+        case HTR_KIR_OP_STORE: {
+          const MemPlan p = mem_plan(op);
+          if (!p.affine) use(op.operands[0], false);
+          if (!p.affine || !p.boxed) use(p.mask, false);
+          use(p.other, false);
+          use(p.value, false);
+          break;
+        }
+        case HTR_KIR_OP_DOT:
+        case HTR_KIR_OP_FOR:
+        case HTR_KIR_OP_YIELD:
+          for (uint32_t x : op.operands) use(x, true);
+          break;
+        case HTR_KIR_OP_EXPAND_DIMS:
+          if (splat_of_[r] < 0) use(op.operands[0], true);
+          break;
+        case HTR_KIR_OP_SPLAT:
+          break;
+        default:
+          if (op.opcode == HTR_KIR_OP_BROADCAST && splat_of_[r] >= 0) break;
+          for (uint32_t x : op.operands) use(x, false);
+      }
+    }
   }
   void line(const std::string& l) { s_ += std::string(2 * depth_, ' ') + l + "\n"; }
 
@@ -194,7 +343,8 @@ class Renderer {
   void elementwise(uint32_t r, const std::function<std::string(const std::string&)>& expr) {
     const Type& t = type(r);
     if (!t.is_tile()) {
-      line("const " + ct(r) + " " + v(r) + " = " + rnd(t.dtype, expr("")) + ";");
+      // "T* const" for pointers: the pointee stays writable.
+      line((t.ptr ? ct(r) + " const " : "const " + ct(r) + " ") + v(r) + " = " + rnd(t.dtype, expr("")) + ";");
       return;
     }
     declare(r);
@@ -277,6 +427,15 @@ class Renderer {
     const Op& op = k_.ops[i];
     const uint32_t r = a_.first_value[i];
     auto in = [&](size_t j) { return op.operands[j]; };
+    for (const CoefDef& c : aff_.defs[i]) line("const " + c.ctype + " " + c.name + " = " + c.expr + ";");
+    if (!op.results.empty() && op.opcode != HTR_KIR_OP_FOR && type(r).is_tile()) {
+      if (!needed_[r]) return;  // read only through its affine form or scalar
+      if (splat_of_[r] >= 0) {
+        declare(r);
+        line(d_.loop_open("e", type(r).numel()) + " " + v(r) + "[e] = " + at(r) + ";");
+        return;
+      }
+    }
     switch (op.opcode) {
       case HTR_KIR_OP_PROGRAM_ID:
         line("const int32_t " + v(r) + " = " + d_.program_id(static_cast<int>(op.attrs[0])) + ";");
@@ -291,9 +450,7 @@ class Renderer {
         elementwise(r, [&](const std::string& e) { return "(int32_t)(" + std::to_string(op.attrs[0]) + " + " + e + ")"; });
         break;
       case HTR_KIR_OP_SPLAT:
-        declare(r);
-        line(d_.loop_open("e", type(r).numel()) + " " + v(r) + "[e] = " + v(in(0)) + ";");
-        break;
+        break;  // tiles: filled above; never reached otherwise
       case HTR_KIR_OP_BROADCAST: {
         const Type& t = type(r);
         const Type& x = type(in(0));
@@ -306,16 +463,21 @@ class Renderer {
           dst += (d ? " + " : "") + iv + " * " + std::to_string(rs[d]);
           src += (d ? " + " : "") + (x.shape[d] == 1 ? std::string("0") : iv + " * " + std::to_string(xs[d]));
         }
-        line("  " + v(r) + "[" + dst + "] = " + v(in(0)) + "[" + src + "];");
+        line("  " + v(r) + "[" + dst + "] = " + at(in(0), src) + ";");
         break;
       }
       case HTR_KIR_OP_EXPAND_DIMS:
         line("auto& " + v(r) + " = " + v(in(0)) + ";");
+        storage_[r] = storage_[in(0)];
         break;
       case HTR_KIR_OP_PTR_ADD:
         elementwise(r, [&](const std::string& e) { return "(" + at(in(0), e) + " + " + at(in(1), e) + ")"; });
         break;
       case HTR_KIR_OP_LOAD: {
+        if (mem_plan(op).affine) {
+          emit_mem(i, op, r);
+          break;
+        }
         const htr_dtype_t d = type(in(0)).dtype;
         elementwise(r, [&](const std::string& e) {
           const std::string ld = load_expr(d, at(in(0), e));
@@ -326,6 +488,10 @@ class Renderer {
         break;
       }
       case HTR_KIR_OP_STORE: {
+        if (mem_plan(op).affine) {
+          emit_mem(i, op, r);
+          break;
+        }
         const Type& t = type(in(0));
         const std::string e = t.is_tile() ? "e" : "";
         std::string st = store_stmt(t.dtype, at(in(0), e), at(in(1), e));
@@ -363,7 +529,7 @@ class Renderer {
         });
         break;
       case HTR_KIR_OP_REDUCE: emit_reduce(op, r); break;
-      case HTR_KIR_OP_DOT: emit_dot(op, r); break;
+      case HTR_KIR_OP_DOT: emit_dot(i, op, r); break;
       case HTR_KIR_OP_FOR: emit_for(i, op, r); break;
       case HTR_KIR_OP_YIELD: emit_yield(op); break;
       default: break;
@@ -400,7 +566,7 @@ class Renderer {
     line(d_.loop_open("e", outer * inner) + " " + acc + "[e] = " + init + ";");
     line(d_.loop_open("o", outer) + " " + d_.loop_open("k", len) + " " + d_.loop_open("n", inner) + " {");
     const std::string idx = "o * " + std::to_string(inner) + " + n";
-    const std::string src = v(op.operands[0]) + "[(o * " + std::to_string(len) + " + k) * " + std::to_string(inner) + " + n]";
+    const std::string src = at(op.operands[0], "(o * " + std::to_string(len) + " + k) * " + std::to_string(inner) + " + n");
     line("  " + acc + "[" + idx + "] = " + binary_expr(combine, dt, acc + "[" + idx + "]", src) + ";");
     line("}");
     if (!d_.barrier.empty()) line(d_.barrier);
@@ -411,19 +577,224 @@ class Renderer {
     }
   }
 
-  void emit_dot(const Op& op, uint32_t r) {
+  // Load or store through an affine pointer tile (MemPlan::affine): per row
+  // of the tile, the in-mask interval [s, e) of the inner dim is copied with
+  // the inner stride (a contiguous, vectorizable loop when it is 1), the rest
+  // is `other`. Under guards proving that no i32 index wraps inside the tile;
+  // otherwise the exact wrapped formulas are evaluated per element.
+  void emit_mem(uint32_t i, const Op& op, uint32_t r) {
+    static const char* const cmp_ops[] = {"==", "!=", "<", "<=", ">", ">="};
+    const bool store = op.opcode == HTR_KIR_OP_STORE;
+    const MemPlan p = mem_plan(op);
+    const uint32_t P = op.operands[0];
+    const Type& t = type(P);
+    const AffinePtr& ap = aff_.ptrs[P];
+    const int L = t.rank - 1;
+    const htr_dtype_t dt = t.dtype;
+    const std::string x = "m" + std::to_string(i) + "_";
+    const auto strides = strides_of(t);
+    const std::vector<MaskTerm> none;
+    const std::vector<MaskTerm>& terms =
+        p.mask >= 0 && p.boxed ? aff_.masks[static_cast<uint32_t>(p.mask)].terms : none;
+    const bool mask_arr = p.mask >= 0 && !p.boxed;
+    const uint32_t M = p.mask >= 0 ? static_cast<uint32_t>(p.mask) : 0;
+    auto other = [&](const std::string& f) {
+      return p.other >= 0 ? at(static_cast<uint32_t>(p.other), f) : "(" + d_.compute_type(dt) + ")0";
+    };
+    auto n = [&](int d) { return std::to_string(t.shape[d]); };
+    auto di = [](int d) { return "i" + std::to_string(d); };
+    auto i64 = [](const Coef& c, htr_dtype_t d) { return "(int64_t)" + coef_expr(c, d); };
+
+    if (!store) declare(r);
+    line("{");
+    ++depth_;
+    std::string guards;
+    auto guard = [&](const std::string& g) { guards += (guards.empty() ? "" : " && ") + g; };
+    for (const Affine& f : ap.parts) {
+      if (f.dtype != HTR_DTYPE_I32 || f.dim_free()) continue;
+      // All coefficients known: decide the guard here.
+      bool known = f.c0.known;
+      int64_t klo = f.c0.k, khi = f.c0.k;
+      for (int d = 0; d <= L && known; ++d) {
+        known = f.c[d].known;
+        const int64_t span = static_cast<int64_t>(t.shape[d] - 1) * f.c[d].k;
+        (span < 0 ? klo : khi) += span;
+      }
+      if (known && klo >= INT32_MIN && khi <= INT32_MAX) continue;
+      std::string lo = i64(f.c0, f.dtype), hi = lo;
+      for (int d = 0; d <= L; ++d) {
+        if (f.c[d].is(0)) continue;
+        const std::string a = "(int64_t)" + std::to_string(t.shape[d] - 1) + ", " + i64(f.c[d], f.dtype);
+        lo += " + htr_lo(" + a + ")";
+        hi += " + htr_hi(" + a + ")";
+      }
+      guard("htr_in_i32(" + lo + ", " + hi + ")");
+    }
+    for (const MaskTerm& m : terms)
+      if (m.dim >= 0 && !(m.x0.known && m.x0.k + static_cast<int64_t>(t.shape[m.dim]) - 1 <= INT32_MAX)) guard(i64(m.x0, HTR_DTYPE_I32) + " + " + std::to_string(t.shape[m.dim] - 1) + " <= INT32_MAX");
+    if (!guards.empty()) {
+      line("if (" + guards + ") {");
+      ++depth_;
+    }
+    // ---- fast path: int64 offsets, box bounds ----
+    auto sum = [&](int slot, bool* known, int64_t* k) {
+      std::string e;
+      *known = true;
+      *k = 0;
+      for (const Affine& f : ap.parts) {
+        const Coef& c = slot < 0 ? f.c0 : f.c[slot];
+        if (c.is(0)) continue;
+        if (c.known) *k += c.k; else *known = false;
+        e += (e.empty() ? "" : " + ") + i64(c, f.dtype);
+      }
+      if (*known) return "INT64_C(" + std::to_string(*k) + ")";
+      return "(" + e + ")";
+    };
+    bool kn;
+    int64_t kv;
+    line("const int64_t " + x + "o = " + sum(-1, &kn, &kv) + ";");
+    bool inner_known = false;
+    int64_t inner_k = 0;
+    for (int d = 0; d <= L; ++d) {
+      line("const int64_t " + x + "o" + std::to_string(d) + " = " + sum(d, &kn, &kv) + ";");
+      if (d == L) {
+        inner_known = kn;
+        inner_k = kv;
+      }
+    }
+    std::string all = "true";
+    for (int d = 0; d <= L; ++d)
+      line("int64_t " + x + "lo" + std::to_string(d) + " = 0, " + x + "hi" + std::to_string(d) + " = " + n(d) + ";");
+    for (const MaskTerm& m : terms) {
+      if (m.dim < 0) {
+        all += " && " + (m.cond.empty() ? "(" + coef_expr(m.x0, HTR_DTYPE_I32) + " " + cmp_ops[m.pred] + " " +
+                                              coef_expr(m.y, HTR_DTYPE_I32) + ")"
+                                        : m.cond);
+        continue;
+      }
+      const std::string D = "(" + i64(m.y, HTR_DTYPE_I32) + " - " + i64(m.x0, HTR_DTYPE_I32) + ")";
+      const std::string lo = x + "lo" + std::to_string(m.dim), hi = x + "hi" + std::to_string(m.dim);
+      switch (m.pred) {
+        case HTR_KIR_CMP_LT: line(hi + " = htr_min64(" + hi + ", " + D + ");"); break;
+        case HTR_KIR_CMP_LE: line(hi + " = htr_min64(" + hi + ", " + D + " + 1);"); break;
+        case HTR_KIR_CMP_GT: line(lo + " = htr_max64(" + lo + ", " + D + " + 1);"); break;
+        case HTR_KIR_CMP_GE: line(lo + " = htr_max64(" + lo + ", " + D + ");"); break;
+        default:  // EQ
+          line(lo + " = htr_max64(" + lo + ", " + D + ");");
+          line(hi + " = htr_min64(" + hi + ", " + D + " + 1);");
+      }
+    }
+    line("const bool " + x + "all = " + all + ";");
+    std::string flat, off = x + "o", in = x + "all";
+    for (int d = 0; d < L; ++d) {
+      line("for (int64_t " + di(d) + " = 0; " + di(d) + " < " + n(d) + "; ++" + di(d) + ") {");
+      ++depth_;
+      flat += di(d) + " * " + std::to_string(strides[d]) + " + ";
+      off += " + " + di(d) + " * " + x + "o" + std::to_string(d);
+      in += " && " + di(d) + " >= " + x + "lo" + std::to_string(d) + " && " + di(d) + " < " + x + "hi" + std::to_string(d);
+    }
+    const std::string lL = x + "lo" + std::to_string(L), hL = x + "hi" + std::to_string(L);
+    line("const bool " + x + "in = " + in + ";");
+    line("const int64_t " + x + "s = " + x + "in ? htr_max64(" + lL + ", 0) : 0;");
+    line("const int64_t " + x + "e = " + x + "in ? htr_max64(" + x + "s, htr_min64(" + hL + ", " + n(L) + ")) : 0;");
+    line("const int64_t " + x + "f = " + flat + "0;");
+    const std::string fj = x + "f + j";
+    auto elem = [&](const std::string& ptr) {
+      if (store) {
+        const std::string st = store_stmt(dt, "(" + ptr + ")", at(static_cast<uint32_t>(p.value), fj));
+        return mask_arr ? "if (" + at(M, fj) + ") " + st : st;
+      }
+      std::string ld = load_expr(dt, "(" + ptr + ")");
+      if (mask_arr) ld = "(" + at(M, fj) + " ? " + ld + " : " + other(fj) + ")";
+      return v(r) + "[" + fj + "] = " + ld + ";";
+    };
+    auto copy = [&](const std::string& stride) {
+      line("for (int64_t j = " + x + "s; j < " + x + "e; ++j) " +
+           elem(stride == "1" ? x + "p + j" : x + "p + j * " + stride));
+    };
+    if (!store) line("for (int64_t j = 0; j < " + x + "s; ++j) " + v(r) + "[" + fj + "] = " + other(fj) + ";");
+    line("if (" + x + "e > " + x + "s) {");
+    ++depth_;
+    line("auto* const " + x + "p = " + ap.base + " + (" + off + ");");
+    if (inner_known) {
+      copy(std::to_string(inner_k));
+    } else {
+      line("if (" + x + "o" + std::to_string(L) + " == 1) {");
+      ++depth_;
+      copy("1");
+      --depth_;
+      line("} else {");
+      ++depth_;
+      copy(x + "o" + std::to_string(L));
+      --depth_;
+      line("}");
+    }
+    --depth_;
+    line("}");
+    if (!store) line("for (int64_t j = " + x + "e; j < " + n(L) + "; ++j) " + v(r) + "[" + fj + "] = " + other(fj) + ";");
+    for (int d = 0; d < L; ++d) {
+      --depth_;
+      line("}");
+    }
+    // ---- exact path: wrapped i32 arithmetic per element ----
+    if (!guards.empty()) {
+      --depth_;
+      line("} else {");
+      ++depth_;
+      line("for (int64_t e = 0; e < " + std::to_string(t.numel()) + "; ++e) {");
+      ++depth_;
+      for (int d = 0; d <= L; ++d)
+        line("const int64_t " + di(d) + " = (e / " + std::to_string(strides[d]) + ") % " + n(d) + ";");
+      std::string m = "true", o = "0";
+      for (const MaskTerm& mt : terms) {
+        const std::string y = coef_expr(mt.y, HTR_DTYPE_I32), x0 = coef_expr(mt.x0, HTR_DTYPE_I32);
+        if (!mt.cond.empty()) m += " && " + mt.cond;
+        else if (mt.dim < 0) m += " && (" + x0 + " " + cmp_ops[mt.pred] + " " + y + ")";
+        else m += " && ((int32_t)((uint32_t)" + x0 + " + (uint32_t)" + di(mt.dim) + ") " + cmp_ops[mt.pred] + " " + y + ")";
+      }
+      if (mask_arr) m += " && " + at(M, "e");
+      for (const Affine& f : ap.parts) {
+        const bool w = f.dtype == HTR_DTYPE_I32;
+        const std::string u = w ? "(uint32_t)" : "(uint64_t)";
+        std::string e = u + coef_expr(f.c0, f.dtype);
+        for (int d = 0; d <= L; ++d)
+          if (!f.c[d].is(0)) e += " + " + u + di(d) + " * " + u + coef_expr(f.c[d], f.dtype);
+        o += w ? " + (int64_t)(int32_t)(" + e + ")" : " + (int64_t)(" + e + ")";
+      }
+      line("const bool " + x + "m = " + m + ";");
+      const std::string ptr = "(" + ap.base + " + (" + o + "))";
+      if (store)
+        line("if (" + x + "m) " + store_stmt(dt, ptr, at(static_cast<uint32_t>(p.value), "e")));
+      else
+        line(v(r) + "[e] = " + x + "m ? " + load_expr(dt, ptr) + " : " + other("e") + ";");
+      --depth_;
+      line("}");
+      --depth_;
+      line("}");
+    }
+    --depth_;
+    line("}");
+  }
+
+  // acc + a @ b through the prelude's register-blocked htr_dot. The
+  // accumulator is updated in place when this dot is its only reader and it
+  // was defined in the same loop body (typically the loop-carried acc), so
+  // no copy of the [M,N] tile is made per iteration.
+  void emit_dot(uint32_t i, const Op& op, uint32_t r) {
     const Type& a = type(op.operands[0]);
     const Type& b = type(op.operands[1]);
-    const std::string M = std::to_string(a.shape[0]), K = std::to_string(a.shape[1]),
-                      N = std::to_string(b.shape[1]);
-    declare(r);
-    line(d_.loop_open("e", type(r).numel()) + " " + v(r) + "[e] = " + v(op.operands[2]) + "[e];");
-    line(d_.loop_open("m", a.shape[0]) + " " + d_.loop_open("k", a.shape[1]) + " {");
-    line("  const float av = " + v(op.operands[0]) + "[m * " + K + " + k];");
-    line("  " + d_.loop_open("n", b.shape[1]) + " " + v(r) + "[m * " + N + " + n] += av * " +
-         v(op.operands[1]) + "[k * " + N + " + n];");
-    line("}");
-    (void)M;
+    const uint32_t acc = op.operands[2];
+    const bool inplace = uses_[acc] == 1 && storage_[acc] == acc && scope_[acc] == op_scope_[i];
+    if (inplace) {
+      line("auto& " + v(r) + " = " + v(acc) + ";");
+      storage_[r] = storage_[acc];
+    } else {
+      declare(r);
+      line(d_.loop_open("e", type(r).numel()) + " " + v(r) + "[e] = " + at(acc) + ";");
+    }
+    line("htr_dot<" + std::to_string(a.shape[0]) + ", " + std::to_string(b.shape[1]) + ", " +
+         std::to_string(a.shape[1]) + ">(" + v(op.operands[0]) + ", " + v(op.operands[1]) + ", " +
+         v(r) + ");");
     if (!d_.barrier.empty()) line(d_.barrier);
   }
 
@@ -455,13 +826,15 @@ class Renderer {
     const uint32_t first_block = a_.first_value[fi] + static_cast<uint32_t>(fo.results.size()) + 1;
     const uint32_t n = static_cast<uint32_t>(op.operands.size());
     bool alias = false;
-    for (uint32_t y : op.operands)
-      if (y >= first_block && y < first_block + n) alias = true;
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t sy = storage_[op.operands[j]];
+      if (sy >= first_block && sy < first_block + n && sy != first_block + j) alias = true;
+    }
     // Through temporaries when a yielded value is itself a block argument
     // (e.g. a swap), so no carried value is overwritten before it is read.
     for (uint32_t j = 0; j < n; ++j) {
       const uint32_t y = op.operands[j], b = first_block + j;
-      if (y == b) continue;
+      if (y == b || storage_[y] == b) continue;
       if (type(b).is_tile()) {
         if (alias) {
           line(d_.tile_decl(ct(b), v(b) + "_n", type(b).numel()));
@@ -476,7 +849,7 @@ class Renderer {
     if (alias) {
       for (uint32_t j = 0; j < n; ++j) {
         const uint32_t y = op.operands[j], b = first_block + j;
-        if (y == b) continue;
+        if (y == b || storage_[y] == b) continue;
         line(type(b).is_tile() ? "std::memcpy(" + v(b) + ", " + v(b) + "_n, sizeof " + v(b) + ");"
                                : v(b) + " = " + v(b) + "_n;");
       }
@@ -491,7 +864,10 @@ class Renderer {
     const Op& fo = k_.ops[fi];
     const uint32_t r = a_.first_value[fi];
     const uint32_t n = static_cast<uint32_t>(fo.results.size());
-    for (uint32_t j = 0; j < n; ++j) line("auto& " + v(r + j) + " = " + v(r + n + 1 + j) + ";");
+    for (uint32_t j = 0; j < n; ++j) {
+      line("auto& " + v(r + j) + " = " + v(r + n + 1 + j) + ";");
+      storage_[r + j] = storage_[r + n + 1 + j];
+    }
   }
 
   const Kernel& k_;
@@ -501,6 +877,13 @@ class Renderer {
   std::string s_;
   int depth_ = 0;
   std::vector<std::pair<uint32_t, uint32_t>> ends_;  // (body end, for op index)
+  AffineInfo aff_;
+  std::vector<int64_t> splat_of_;   // tile id -> scalar it splats, or -1
+  std::vector<uint32_t> uses_;      // operand references per value
+  std::vector<int64_t> scope_;      // value -> innermost FOR op defining it (-1: top)
+  std::vector<int64_t> op_scope_;   // op -> innermost FOR around it
+  std::vector<uint32_t> storage_;   // value -> value owning its array
+  std::vector<bool> needed_;        // tile arrays that must be materialized
 };
 
 }  // namespace

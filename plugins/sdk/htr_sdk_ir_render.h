@@ -3,11 +3,19 @@
  * printed as C-family source through a dialect table.
  *
  * Lowering (the same for every C-family target): a program is one function
- * invocation per program id; every tile value becomes a local array of its
- * element count (row-major), every tile op an element loop over that array
- * (nested loops for broadcast, reduce and dot), scalars stay scalars, FOR
+ * invocation per program id; a tile value becomes a local array of its
+ * element count (row-major), a tile op an element loop over that array
+ * (nested loops for broadcast and reduce), scalars stay scalars, FOR
  * becomes a counted loop whose carried values live in arrays declared before
- * it, EXPAND_DIMS is a rename (same elements). f16/bf16 values are held as
+ * it, EXPAND_DIMS is a rename (same elements). Only tiles something reads
+ * as an array are materialized: splats are read as their scalar, and index,
+ * pointer and mask tiles that loads/stores use through their affine form
+ * (htr_sdk_ir_affine.h, Dialect::affine_memory) are never built — such a
+ * load is a per-row strided copy (contiguous when the inner stride is 1,
+ * versioned at run time when the stride is not a constant), guarded
+ * against i32 wrap-around with an exact per-element fallback. DOT calls the
+ * prelude's register-blocked htr_dot<M,N,K> and updates a loop-carried
+ * accumulator in place when the dot is its only reader. f16/bf16 values are held as
  * float and rounded back to their dtype after every op that produces one;
  * reductions and dot accumulate in float. Integer arithmetic wraps; integer
  * division or remainder by zero gives 0; float-to-int casts truncate and
@@ -62,6 +70,10 @@ struct Dialect {
   // An element loop header over [0, count) with index variable `var`.
   std::function<std::string(const std::string& var, int64_t count)> loop_open;
   std::string barrier;  // after ops whose elements other threads read
+  // Loads and stores through affine pointer tiles with box masks (see
+  // htr_sdk_ir_affine.h) become per-row strided copies (contiguous when the
+  // inner stride is 1) instead of pointer tiles and gathers.
+  bool affine_memory = false;
   // Declaration of a tile array of `count` elements of type `ctype`.
   std::function<std::string(const std::string& ctype, const std::string& name, int64_t count)>
       tile_decl;

@@ -1,0 +1,49 @@
+// Embedding gather and its gradient. The gather is one program per (column
+// block, id); an id outside [0, V) gives a zero row. The gradient
+// scatter-adds rows of dy into dw; ids repeat, so to stay race-free and
+// deterministic without atomics each program owns one column block of dw
+// and walks all ids in order (after zeroing its block).
+#include "ops/kernels/kernels.h"
+
+namespace htr::kernels {
+
+using namespace htr::lang;  // NOLINT
+
+Status BuildEmbedding(htr_dtype_t dt, htr_dtype_t id_dt, uint32_t block, std::vector<uint8_t>* ir) {
+  Builder b("embedding");
+  Value W = b.arg_ptr("table", dt, true), Ids = b.arg_ptr("ids", id_dt, true), O = b.arg_ptr("out", dt);
+  Value V = b.arg_scalar("rows", HTR_DTYPE_I32), D = b.arg_scalar("dim", HTR_DTYPE_I32);
+  Value sw = b.arg_scalar("stride_table", HTR_DTYPE_I32), so = b.arg_scalar("stride_out", HTR_DTYPE_I32);
+  Value i = b.program_id(1);
+  Value k = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
+  Value id = b.cast(b.load(Ids + i), HTR_DTYPE_I32);
+  Value m = k < D;
+  Value row = b.load(W + (id * sw + k), m & b.splat((id >= 0.0) & (id < V), {block}));
+  b.store(O + (i * so + k), row, m);
+  return b.serialize(ir);
+}
+
+Status BuildEmbeddingGrad(htr_dtype_t dt, htr_dtype_t id_dt, uint32_t block, std::vector<uint8_t>* ir) {
+  Builder b("embedding_grad");
+  Value Ids = b.arg_ptr("ids", id_dt, true), Dy = b.arg_ptr("dy", dt, true), Dw = b.arg_ptr("dw", dt);
+  Value n = b.arg_scalar("n", HTR_DTYPE_I32), V = b.arg_scalar("rows", HTR_DTYPE_I32);
+  Value D = b.arg_scalar("dim", HTR_DTYPE_I32);
+  Value sdy = b.arg_scalar("stride_dy", HTR_DTYPE_I32), sdw = b.arg_scalar("stride_dw", HTR_DTYPE_I32);
+  Value k = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
+  Value m = k < D;
+  Value zero = b.zeros({block}, dt);
+  b.for_range(b.i32(0), V, b.i32(1), {}, [&](Value r, const std::vector<Value>&) {
+    b.store(Dw + (r * sdw + k), zero, m);
+    return std::vector<Value>{};
+  });
+  b.for_range(b.i32(0), n, b.i32(1), {}, [&](Value i, const std::vector<Value>&) {
+    Value id = b.cast(b.load(Ids + i), HTR_DTYPE_I32);
+    Value mv = m & b.splat((id >= 0.0) & (id < V), {block});
+    Value p = Dw + (id * sdw + k);
+    b.store(p, b.load(p, mv) + b.load(Dy + (i * sdy + k), m), mv);
+    return std::vector<Value>{};
+  });
+  return b.serialize(ir);
+}
+
+}  // namespace htr::kernels
