@@ -35,7 +35,7 @@ record() {  # record <stage> <passed> <failed>
 # ------------------------------------------------------------- packages
 PKGS=(meson ninja-build pkg-config g++ catch2 libfmt-dev libdnnl-dev libopenblas-dev
       libhwloc-dev libffi-dev libdlpack-dev nlohmann-json3-dev python3-torch python3-numpy
-      fortunes)
+      python3-pip fortunes)
 missing=()
 for p in "${PKGS[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
@@ -51,6 +51,18 @@ if ((${#missing[@]})); then
     echo "tools/test.sh: missing Debian packages: ${missing[*]}" >&2
     echo "run as root:  apt-get update && apt-get install -y ${PKGS[*]}" >&2
     exit 1
+  fi
+fi
+
+# safetensors (PyPI) is the independent reader our checkpoints are checked
+# against (tests/train/safetensors_interop.py); Debian 12 does not package it.
+if ! /usr/bin/python3 -c 'import safetensors' 2>/dev/null; then
+  if [[ $(id -u) -eq 0 ]]; then
+    note "installing safetensors for /usr/bin/python3 (pip)"
+    /usr/bin/python3 -m pip install --quiet --break-system-packages safetensors
+  else
+    echo "tools/test.sh: the safetensors interop test will be skipped; to run it:" >&2
+    echo "  /usr/bin/python3 -m pip install --user --break-system-packages safetensors" >&2
   fi
 fi
 

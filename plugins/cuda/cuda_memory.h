@@ -1,0 +1,42 @@
+/*
+ * cuda_memory.h — buffers of the cuda plugin: device memory from cuMemAlloc
+ * in the device's primary context. Not host-accessible (buffer_host_ptr is
+ * UNIMPLEMENTED after its argument checks).
+ *
+ * Alignment: cuMemAlloc returns at least 256-byte aligned memory; a larger
+ * requested alignment over-allocates by alignment-1 bytes and rounds the
+ * pointer up. Size 0 allocates one byte so buffers stay distinct.
+ * Impossible sizes (overflow, more than the device's total memory) give
+ * OUT_OF_MEMORY without calling the driver; CUDA_ERROR_OUT_OF_MEMORY gives
+ * OUT_OF_MEMORY too.
+ *
+ * Ownership: a buffer is owned by the plugin from buffer_alloc until
+ * buffer_free (which frees the memory with cuMemFree; the driver waits for
+ * work using it to finish).
+ */
+#ifndef HTR_CUDA_MEMORY_H_
+#define HTR_CUDA_MEMORY_H_
+
+#include "cuda_device.h"
+
+struct htr_plugin_buffer_s {
+  htr_plugin_device_t* device;  // owner
+  htr_cuda::CUdeviceptr base;   // what cuMemAlloc returned (freed)
+  htr_cuda::CUdeviceptr ptr;    // base rounded up to the alignment
+  uint64_t size;                // bytes the caller asked for
+};
+
+namespace htr_cuda {
+
+constexpr uint64_t kDriverAlignment = 256;
+
+htr_status_t buffer_alloc(htr_plugin_device_t* device, uint64_t size, uint64_t alignment,
+                          htr_plugin_buffer_t** out_buffer);
+void buffer_free(htr_plugin_device_t* device, htr_plugin_buffer_t* buffer);
+htr_status_t buffer_host_ptr(htr_plugin_device_t* device, htr_plugin_buffer_t* buffer,
+                             void** out_ptr);
+htr_status_t memory_info(htr_plugin_device_t* device, uint64_t* out_free, uint64_t* out_total);
+
+}  // namespace htr_cuda
+
+#endif  // HTR_CUDA_MEMORY_H_

@@ -1,0 +1,71 @@
+/*
+ * cuda_stream.h — streams, events, copies and fill of the cuda plugin.
+ *
+ * A stream is a CUDA stream created CU_STREAM_NON_BLOCKING in the device's
+ * primary context (no implicit synchronization with the legacy default
+ * stream). stream_destroy waits for pending work, then destroys it.
+ *
+ * An event is a CUDA event with timing enabled (HTR_CAP_TIMERS); an event
+ * never recorded counts as complete (CUDA agrees: query/synchronize succeed,
+ * a wait on it is a no-op). event_elapsed_ns needs both events recorded and
+ * complete: otherwise INVALID_ARGUMENT. Resolution is the driver's (about
+ * 0.5 us). An event and the stream it is recorded on or waited from must
+ * share a CUDA context (same device), else INVALID_ARGUMENT.
+ *
+ * Copies are cuMemcpy*Async on the stream. Host memory may be pageable: the
+ * ABI keeps it valid until synchronization (for pageable memory the driver
+ * stages it, which can make the call itself synchronous). Device-to-device
+ * copies between two devices of the plugin use cuMemcpyPeerAsync. Ranges are
+ * checked before anything is enqueued; size 0 is a no-op.
+ *
+ * Ownership: stream/event handles are owned by the plugin from *_create to
+ * *_destroy.
+ */
+#ifndef HTR_CUDA_STREAM_H_
+#define HTR_CUDA_STREAM_H_
+
+#include "cuda_device.h"
+
+#include <atomic>
+
+struct htr_plugin_stream_s {
+  htr_plugin_device_t* device;
+  htr_cuda::CUstream cu_stream;
+  const htr_sdk::Host& host() const { return device->host(); }
+};
+
+struct htr_plugin_event_s {
+  htr_plugin_device_t* device;
+  htr_cuda::CUevent cu_event;
+  std::atomic<bool> recorded{false};
+  const htr_sdk::Host& host() const { return device->host(); }
+};
+
+namespace htr_cuda {
+
+htr_status_t stream_create(htr_plugin_device_t* device, htr_plugin_stream_t** out_stream);
+void stream_destroy(htr_plugin_stream_t* stream);
+htr_status_t stream_synchronize(htr_plugin_stream_t* stream);
+htr_status_t stream_wait_event(htr_plugin_stream_t* stream, htr_plugin_event_t* event);
+
+htr_status_t event_create(htr_plugin_device_t* device, htr_plugin_event_t** out_event);
+void event_destroy(htr_plugin_event_t* event);
+htr_status_t event_record(htr_plugin_event_t* event, htr_plugin_stream_t* stream);
+htr_status_t event_synchronize(htr_plugin_event_t* event);
+htr_status_t event_query(htr_plugin_event_t* event, int* out_done);
+htr_status_t event_elapsed_ns(htr_plugin_event_t* start, htr_plugin_event_t* end,
+                              uint64_t* out_ns);
+
+htr_status_t copy_host_to_device(htr_plugin_stream_t* stream, const void* src,
+                                 htr_plugin_buffer_t* dst, uint64_t dst_offset, uint64_t size);
+htr_status_t copy_device_to_host(htr_plugin_stream_t* stream, htr_plugin_buffer_t* src,
+                                 uint64_t src_offset, void* dst, uint64_t size);
+htr_status_t copy_device_to_device(htr_plugin_stream_t* stream, htr_plugin_buffer_t* src,
+                                   uint64_t src_offset, htr_plugin_buffer_t* dst,
+                                   uint64_t dst_offset, uint64_t size);
+htr_status_t fill(htr_plugin_stream_t* stream, htr_plugin_buffer_t* dst, uint64_t offset,
+                  uint64_t size, uint8_t value);
+
+}  // namespace htr_cuda
+
+#endif  // HTR_CUDA_STREAM_H_
