@@ -15,28 +15,15 @@
 #include "ops/kernels/kernels.h"
 #include "plugins/sdk/htr_sdk_ir.h"
 #include "plugins/sdk/htr_sdk_ir_interp.h"
+#include "kernel_test_util.h"
 
 namespace ir = htr_sdk::ir;
 using namespace htr::kernels;  // NOLINT
 
 namespace {
 
-double nmse(const std::vector<float>& y, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    num += (y[i] - ref[i]) * (y[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return den > 0 ? num / den : num;
-}
-
-std::vector<float> randv(size_t n, uint64_t seed, float lo = -1, float hi = 1) {
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using kernel_test::Nmse;
+using kernel_test::Rand;
 
 std::vector<double> ref_matmul(const std::vector<float>& a, const std::vector<float>& b, int M,
                                int N, int K) {
@@ -170,7 +157,7 @@ TEST_CASE("sdk interpreter runs the matmul and checks bounds", "[interp]") {
   ir::Analysis an;
   REQUIRE(ir::verify(k, &an).ok());
   ir::Interpreter interp(k, an, {});
-  auto a = randv(M * K, 1), b = randv(K * N, 2);
+  auto a = Rand(M * K, 1), b = Rand(K * N, 2);
   std::vector<float> c(M * N, 0);
   std::vector<ir::InterpArg> args(12);
   args[0].ptr = reinterpret_cast<uintptr_t>(a.data());
@@ -184,7 +171,7 @@ TEST_CASE("sdk interpreter runs the matmul and checks bounds", "[interp]") {
   const uint32_t grid[3] = {2, 3, 1};
   ir::Status s = interp.run(args, bufs, grid, 0, 6);
   REQUIRE(s.message == "");
-  const double e = nmse(c, ref_matmul(a, b, M, N, K));
+  const double e = Nmse(c, ref_matmul(a, b, M, N, K));
   WARN("interpreter matmul " << M << "x" << N << "x" << K << " NMSE " << e);
   CHECK(e <= 1e-7);
 
@@ -204,24 +191,24 @@ TEST_CASE("matmul: JIT and interpreter match the reference", "[jit]") {
   Env env;
   struct Case { int M, N, K; bool bt; };
   for (const Case& cs : {Case{70, 50, 45, false}, Case{128, 96, 64, false}, Case{33, 65, 17, true}}) {
-    auto a = randv(static_cast<size_t>(cs.M) * cs.K, 3), b = randv(static_cast<size_t>(cs.K) * cs.N, 4);
+    auto a = Rand(static_cast<size_t>(cs.M) * cs.K, 3), b = Rand(static_cast<size_t>(cs.K) * cs.N, 4);
     const auto ref = ref_matmul(a, b, cs.M, cs.N, cs.K);
     std::vector<float> outs[2];
     for (int m = 0; m < 2; ++m) {
       outs[m] = run_matmul(env, kModes[m], cs.M, cs.N, cs.K, cs.bt, a, b);
-      const double e = nmse(outs[m], ref);
+      const double e = Nmse(outs[m], ref);
       WARN(kModes[m] << " matmul " << cs.M << "x" << cs.N << "x" << cs.K << (cs.bt ? " (B strided)" : "")
                      << " NMSE " << e);
       CHECK(e <= 1e-7);
     }
-    CHECK(nmse(outs[0], std::vector<double>(outs[1].begin(), outs[1].end())) <= 1e-12);
+    CHECK(Nmse(outs[0], std::vector<double>(outs[1].begin(), outs[1].end())) <= 1e-12);
   }
 }
 
 TEST_CASE("elementwise and softmax: JIT and interpreter match the reference", "[jit]") {
   Env env;
   const int n = 3001;
-  auto x = randv(n, 5, -3, 3), y = randv(n, 6, 0.5f, 2);
+  auto x = Rand(n, 5, -3, 3), y = Rand(n, 6, 0.5f, 2);
   struct U { UnaryOp op; double (*f)(double); };
   const U unary[] = {
       {UnaryOp::kExp, [](double v) { return std::exp(v); }},
@@ -242,7 +229,7 @@ TEST_CASE("elementwise and softmax: JIT and interpreter match the reference", "[
       REQUIRE(htr_kernel_launch(nullptr, k, grid, args, 3) == nullptr);
       std::vector<double> ref(n);
       for (int i = 0; i < n; ++i) ref[i] = u.f(x[i]);
-      const double e = nmse(env.read(to), ref);
+      const double e = Nmse(env.read(to), ref);
       INFO(mode << " unary " << static_cast<int>(u.op));
       CHECK(e <= 1e-7);
       htr_kernel_destroy(k);
@@ -254,12 +241,12 @@ TEST_CASE("elementwise and softmax: JIT and interpreter match the reference", "[
     REQUIRE(htr_kernel_launch(nullptr, k, grid, args, 4) == nullptr);
     std::vector<double> ref(n);
     for (int i = 0; i < n; ++i) ref[i] = static_cast<double>(x[i]) / y[i];
-    CHECK(nmse(env.read(to), ref) <= 1e-7);
+    CHECK(Nmse(env.read(to), ref) <= 1e-7);
     htr_kernel_destroy(k);
 
     // Softmax of 37 rows of 200 (block 256), rows padded to 208 elements.
     const int rows = 37, cols = 200, ld = 208;
-    auto s = randv(static_cast<size_t>(rows) * ld, 7, -4, 4);
+    auto s = Rand(static_cast<size_t>(rows) * ld, 7, -4, 4);
     htr_tensor_t* ts = env.tensor(s, {rows, ld});
     htr_tensor_t* tso = env.tensor(std::vector<float>(static_cast<size_t>(rows) * ld, 9.0f), {rows, ld});
     REQUIRE(BuildSoftmax(HTR_DTYPE_F32, 256, &bytes).message == "");
@@ -280,7 +267,7 @@ TEST_CASE("elementwise and softmax: JIT and interpreter match the reference", "[
       }
       for (int j = cols; j < ld; ++j) CHECK(got[i * ld + j] == 9.0f);  // padding untouched
     }
-    const double e = nmse(g, r);
+    const double e = Nmse(g, r);
     WARN(mode << " softmax 37x200 NMSE " << e);
     CHECK(e <= 1e-7);
     htr_kernel_destroy(k);
@@ -296,7 +283,7 @@ TEST_CASE("specialization bakes scalars in and is checked at launch", "[jit]") {
   htr_kernel_scalar_t sp{};
   sp.arg_index = 2;
   sp.i = n;
-  auto x = randv(n, 8);
+  auto x = Rand(n, 8);
   for (const char* mode : kModes) {
     htr_kernel_t* k = env.compile(bytes, mode, {sp});
     htr_tensor_t* tx = env.tensor(x, {n});

@@ -15,6 +15,7 @@
 #include "htr/htr.h"
 #include "htr/htr_kernel.h"
 #include "ops/kernels/kernels.h"
+#include "kernel_test_util.h"
 
 using namespace htr::lang;     // NOLINT
 using namespace htr::kernels;  // NOLINT
@@ -23,39 +24,7 @@ namespace {
 
 const char* const kLowerModes[] = {"jit=compiler", "jit=interpreter"};
 
-struct LowerEnv {
-  htr_runtime_t* rt = nullptr;
-  htr_device_t* dev = nullptr;
-  std::vector<htr_tensor_t*> owned;
-  LowerEnv() {
-    const char* files[] = {HTR_TEST_CPU_PLUGIN};
-    htr_runtime_options_t o{};
-    o.struct_size = sizeof o;
-    o.no_default_search = 1;
-    o.plugin_files = files;
-    o.num_plugin_files = 1;
-    REQUIRE(htr_runtime_create(&o, &rt) == nullptr);
-    REQUIRE(htr_runtime_find_device(rt, "cpu:0", &dev) == nullptr);
-  }
-  ~LowerEnv() {
-    for (auto* t : owned) htr_tensor_release(t);
-    htr_runtime_destroy(rt);
-  }
-  template <class T>
-  htr_tensor_t* tensor(htr_dtype_t dt, const std::vector<T>& data) {
-    htr_tensor_t* t = nullptr;
-    const int64_t n = static_cast<int64_t>(data.size());
-    REQUIRE(htr_tensor_create(dev, dt, 1, &n, &t) == nullptr);
-    REQUIRE(htr_tensor_copy_from_host(t, data.data(), data.size() * sizeof(T), nullptr) == nullptr);
-    owned.push_back(t);
-    return t;
-  }
-  template <class T>
-  std::vector<T> read(htr_tensor_t* t) {
-    std::vector<T> v(static_cast<size_t>(htr_tensor_numel(t)));
-    REQUIRE(htr_tensor_copy_to_host(t, v.data(), v.size() * sizeof(T), nullptr) == nullptr);
-    return v;
-  }
+struct LowerEnv : kernel_test::CpuEnv {
   void run(const std::vector<uint8_t>& ir, const char* mode, const uint32_t grid[3],
            const std::vector<htr_kernel_launch_arg_t>& args,
            const std::vector<htr_kernel_scalar_t>& spec = {}) {

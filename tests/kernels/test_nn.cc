@@ -16,6 +16,7 @@
 #include "htr/htr.h"
 #include "htr/htr_kernel.h"
 #include "ops/kernels/kernels.h"
+#include "kernel_test_util.h"
 
 using namespace htr::kernels;  // NOLINT
 
@@ -23,59 +24,14 @@ namespace {
 
 const char* const kNnModes[] = {"jit=compiler", "jit=interpreter"};
 
-double Nmse(const std::vector<float>& y, const std::vector<double>& ref) {
-  REQUIRE(y.size() == ref.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    num += (y[i] - ref[i]) * (y[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return den > 0 ? num / den : num;
-}
-
-std::vector<float> Rand(size_t n, uint64_t seed, float lo = -1, float hi = 1) {
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using kernel_test::Nmse;
+using kernel_test::Rand;
 
 std::string Msg(htr_status_t s) { return s ? htr_status_message(s) : ""; }
 
-struct NnEnv {
-  htr_runtime_t* rt = nullptr;
-  htr_device_t* dev = nullptr;
-  std::vector<htr_tensor_t*> owned;
-  NnEnv() {
-    const char* files[] = {HTR_TEST_CPU_PLUGIN};
-    htr_runtime_options_t o{};
-    o.struct_size = sizeof o;
-    o.no_default_search = 1;
-    o.plugin_files = files;
-    o.num_plugin_files = 1;
-    REQUIRE(htr_runtime_create(&o, &rt) == nullptr);
-    REQUIRE(htr_runtime_find_device(rt, "cpu:0", &dev) == nullptr);
-  }
-  ~NnEnv() {
-    for (auto* t : owned) htr_tensor_release(t);
-    htr_runtime_destroy(rt);
-  }
-  template <class T>
-  htr_tensor_t* tensor(htr_dtype_t dt, const std::vector<T>& data) {
-    htr_tensor_t* t = nullptr;
-    const int64_t n = static_cast<int64_t>(data.size());
-    REQUIRE(htr_tensor_create(dev, dt, 1, &n, &t) == nullptr);
-    REQUIRE(htr_tensor_copy_from_host(t, data.data(), data.size() * sizeof(T), nullptr) == nullptr);
-    owned.push_back(t);
-    return t;
-  }
+struct NnEnv : kernel_test::CpuEnv {
   htr_tensor_t* f32(const std::vector<float>& v) { return tensor(HTR_DTYPE_F32, v); }
-  std::vector<float> read(htr_tensor_t* t) {
-    std::vector<float> v(static_cast<size_t>(htr_tensor_numel(t)));
-    REQUIRE(htr_tensor_copy_to_host(t, v.data(), v.size() * 4, nullptr) == nullptr);
-    return v;
-  }
+  std::vector<float> read(htr_tensor_t* t) { return CpuEnv::read<float>(t); }
   // Compiles and launches once; the kernel is destroyed afterwards.
   void run(const std::vector<uint8_t>& ir, const char* mode, uint32_t gx, uint32_t gy,
            const std::vector<htr_kernel_launch_arg_t>& args) {

@@ -1,0 +1,82 @@
+// Helpers shared by the kernel tests: the error measure, seeded random
+// inputs, and a runtime holding only the cpu plugin (HTR_TEST_CPU_PLUGIN)
+// with 1-D tensors it releases at the end of the test.
+#ifndef HTR_TESTS_KERNELS_KERNEL_TEST_UTIL_H_
+#define HTR_TESTS_KERNELS_KERNEL_TEST_UTIL_H_
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "htr/htr.h"
+
+namespace kernel_test {
+
+// Normalized mean squared error of y against ref (plain squared error when
+// ref is all zeros).
+inline double Nmse(const std::vector<float>& y, const std::vector<double>& ref) {
+  REQUIRE(y.size() == ref.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    num += (y[i] - ref[i]) * (y[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+// n uniform floats in [lo, hi), the same for the same seed.
+inline std::vector<float> Rand(size_t n, uint64_t seed, float lo = -1, float hi = 1) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// A runtime with only the cpu plugin loaded, and its device cpu:0. Tensors
+// made through tensor() are released with the environment.
+struct CpuEnv {
+  htr_runtime_t* rt = nullptr;
+  htr_device_t* dev = nullptr;
+  std::vector<htr_tensor_t*> owned;
+
+  CpuEnv() {
+    const char* files[] = {HTR_TEST_CPU_PLUGIN};
+    htr_runtime_options_t o{};
+    o.struct_size = sizeof o;
+    o.no_default_search = 1;
+    o.plugin_files = files;
+    o.num_plugin_files = 1;
+    REQUIRE(htr_runtime_create(&o, &rt) == nullptr);
+    REQUIRE(htr_runtime_find_device(rt, "cpu:0", &dev) == nullptr);
+  }
+  ~CpuEnv() {
+    for (auto* t : owned) htr_tensor_release(t);
+    htr_runtime_destroy(rt);
+  }
+  CpuEnv(const CpuEnv&) = delete;
+  CpuEnv& operator=(const CpuEnv&) = delete;
+
+  // A 1-D tensor of dtype dt holding `data` (T must match dt's size).
+  template <class T>
+  htr_tensor_t* tensor(htr_dtype_t dt, const std::vector<T>& data) {
+    htr_tensor_t* t = nullptr;
+    const int64_t n = static_cast<int64_t>(data.size());
+    REQUIRE(htr_tensor_create(dev, dt, 1, &n, &t) == nullptr);
+    REQUIRE(htr_tensor_copy_from_host(t, data.data(), data.size() * sizeof(T), nullptr) == nullptr);
+    owned.push_back(t);
+    return t;
+  }
+  template <class T>
+  std::vector<T> read(htr_tensor_t* t) {
+    std::vector<T> v(static_cast<size_t>(htr_tensor_numel(t)));
+    REQUIRE(htr_tensor_copy_to_host(t, v.data(), v.size() * sizeof(T), nullptr) == nullptr);
+    return v;
+  }
+};
+
+}  // namespace kernel_test
+
+#endif  // HTR_TESTS_KERNELS_KERNEL_TEST_UTIL_H_
