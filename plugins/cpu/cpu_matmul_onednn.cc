@@ -50,6 +50,7 @@ struct OneDnnMatmul::State {
   bool bf16_primitive_failed = false;  // cannot build bf16: widen instead
   htr_sdk::DynLib gomp;
   void (*omp_set_num_threads)(int) = nullptr;
+  int (*omp_get_max_threads)() = nullptr;
 
   ~State() {
     clear();
@@ -159,13 +160,21 @@ OneDnnMatmul::OneDnnMatmul(uint32_t threads) : s_(std::make_unique<State>()) {
   if (dnnl_stream_create(&s_->stream, s_->engine, dnnl_stream_default_flags) != dnnl_success) {
     s_->stream = nullptr;
   }
-  // oneDNN (Debian build) runs on OpenMP; its team size is a per-thread ICV,
-  // set on each stream worker before the first primitive is built there.
-  // libgomp is already loaded as oneDNN's dependency; this only finds it.
+  // oneDNN (Debian build) runs on OpenMP; its team size is a per-thread ICV.
+  // run() sets it for the call and puts the caller's value back: matmuls run
+  // on stream workers, pool threads and (streams.synchronize runs pending
+  // work itself) on the embedder's own threads, whose OpenMP settings are
+  // not ours to change. libgomp is already loaded as oneDNN's dependency;
+  // this only finds it.
   std::string why;
   if (s_->gomp.open({"libgomp.so.1", "libomp.so", "libiomp5.so"}, &why)) {
     s_->omp_set_num_threads =
         reinterpret_cast<void (*)(int)>(s_->gomp.symbol("omp_set_num_threads"));
+    s_->omp_get_max_threads =
+        reinterpret_cast<int (*)()>(s_->gomp.symbol("omp_get_max_threads"));
+    if (s_->omp_get_max_threads == nullptr) {
+      s_->omp_set_num_threads = nullptr;
+    }
   }
 }
 
@@ -212,17 +221,39 @@ void describe(PrimKey* k, int i, bool batched, int64_t nb, int64_t bs, int64_t r
   }
 }
 
+// Sets the calling thread's OpenMP team size for one call, then restores it.
+class OmpTeam {
+ public:
+  OmpTeam(int (*get)(), void (*set)(int), int want) : set_(set) {
+    if (set_ != nullptr) {
+      prev_ = get();
+      if (prev_ == want) {
+        set_ = nullptr;
+      } else {
+        set_(want);
+      }
+    }
+  }
+  ~OmpTeam() {
+    if (set_ != nullptr) {
+      set_(prev_);
+    }
+  }
+  OmpTeam(const OmpTeam&) = delete;
+  OmpTeam& operator=(const OmpTeam&) = delete;
+
+ private:
+  void (*set_)(int);
+  int prev_ = 0;
+};
+
 }  // namespace
 
 htr_sdk::WorkError OneDnnMatmul::run(const MatmulPlan& p, const MatmulArgs& args) {
   if (!usable()) {
     return {HTR_STATUS_UNAVAILABLE, "oneDNN engine unavailable"};
   }
-  thread_local bool omp_threads_set = false;
-  if (!omp_threads_set && s_->omp_set_num_threads != nullptr) {
-    s_->omp_set_num_threads(static_cast<int>(s_->threads));
-    omp_threads_set = true;
-  }
+  OmpTeam team(s_->omp_get_max_threads, s_->omp_set_num_threads, static_cast<int>(s_->threads));
   // bf16 without a oneDNN bf16 kernel: widen to f32 and run the f32 plan.
   if (p.in_dtype == HTR_DTYPE_BF16 && s_->bf16_primitive_failed) {
     MatmulPlan f = p;

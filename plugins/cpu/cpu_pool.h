@@ -6,10 +6,14 @@
  * The pool runs the plugin's own data-parallel loops (large copies, fills,
  * dtype conversions) and the pieces of large matmuls (cpu_matmul.h: the
  * libraries run single-threaded on each worker, so no library thread
- * exists to busy-wait). Idle pool threads sleep on a condition variable.
+ * exists to busy-wait). An idle pool thread polls for new work for
+ * htr_sdk::kSpinBudget (50 us) and then sleeps on a condition variable, so a
+ * stream of small ops is handed out without futex wake-ups while an idle
+ * pool costs no CPU; the caller of parallel_for waits the same way.
  *
  * parallel_for(n, fn) splits [0, n) into size() contiguous chunks, runs
- * fn(begin, end) on the workers and returns when all are done. Concurrent
+ * chunk 0 on the calling thread and the others on the size() - 1 pool
+ * threads, and returns when all are done. Concurrent
  * callers are serialized (one loop at a time). fn must not throw and must
  * not call parallel_for. Thread-safe.
  */
@@ -19,6 +23,7 @@
 #include "cpu_topology.h"
 #include "htr_sdk_status.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +43,7 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   uint32_t size() const { return nthreads_; }
-  uint32_t pinned() const;  // threads successfully pinned
+  uint32_t pinned() const;  // pool threads successfully pinned (size() - 1 at most)
   void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn);
 
  private:
@@ -52,12 +57,16 @@ class ThreadPool {
   mutable std::mutex mu_;
   std::condition_variable cv_work_;
   std::condition_variable cv_done_;
+  // fn_/n_ are written under mu_ before generation_ is bumped (release) and
+  // read after it is seen (acquire), so a worker sees one call's values.
   const std::function<void(size_t, size_t)>* fn_ = nullptr;
   size_t n_ = 0;
-  uint64_t generation_ = 0;
-  uint32_t remaining_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint32_t> remaining_{0};
+  std::atomic<bool> stop_{false};
+  uint32_t sleepers_ = 0;  // workers blocked on cv_work_ (under mu_)
+  bool caller_sleeping_ = false;  // caller blocked on cv_done_ (under mu_)
   uint32_t pinned_ = 0;
-  bool stop_ = false;
   std::vector<std::thread> workers_;
 };
 

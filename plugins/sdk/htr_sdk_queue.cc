@@ -11,25 +11,21 @@
 namespace htr_sdk {
 
 bool Timeline::reached(uint64_t seq) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_ >= seq;
+  return completed_.load(std::memory_order_acquire) >= seq;
 }
 
 void Timeline::wait(uint64_t seq) const {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return completed_ >= seq; });
+  cv_.wait(lock, [&] { return completed_.load(std::memory_order_relaxed) >= seq; });
 }
 
-uint64_t Timeline::completed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return completed_;
-}
+uint64_t Timeline::completed() const { return completed_.load(std::memory_order_acquire); }
 
 void Timeline::advance(uint64_t seq) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (seq > completed_) {
-      completed_ = seq;
+    if (seq > completed_.load(std::memory_order_relaxed)) {
+      completed_.store(seq, std::memory_order_release);
     }
   }
   cv_.notify_all();
@@ -101,18 +97,48 @@ uint64_t WorkQueue::submit(Work work) {
     pending_.emplace_back(seq, std::move(work));  // may throw: nothing changed
     submitted_ = seq;
   }
-  cv_.notify_one();
+  cv_.notify_all();  // the worker and any synchronizing thread share cv_
   return seq;
 }
 
-WorkError WorkQueue::synchronize() {
-  uint64_t target;
+void WorkQueue::execute(std::pair<uint64_t, Work>&& item) {
+  WorkError e = run_one(item.second);
+  item.second = nullptr;  // release captures before signalling completion
+  if (!e.ok()) {
+    record_error(std::move(e));
+  }
+  timeline_->advance(item.first);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    target = submitted_;
+    running_ = false;
   }
-  timeline_->wait(target);
-  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();
+}
+
+WorkError WorkQueue::synchronize() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = submitted_;
+  if (mode_ == Mode::kThread) {
+    // Run what is pending up to `target` on this thread whenever nobody else
+    // runs an item: the order is kept (one item at a time, front first) and
+    // a submit-then-synchronize op costs no hand-off between threads.
+    while (!timeline_->reached(target)) {
+      if (!running_ && !pending_.empty() && pending_.front().first <= target) {
+        std::pair<uint64_t, Work> item = std::move(pending_.front());
+        pending_.pop_front();
+        running_ = true;
+        lock.unlock();
+        execute(std::move(item));
+        lock.lock();
+        continue;
+      }
+      cv_.wait(lock);
+    }
+  } else {
+    lock.unlock();
+    timeline_->wait(target);
+    lock.lock();
+  }
   WorkError e = std::move(first_error_);
   first_error_ = WorkError{};
   return e;
@@ -123,19 +149,15 @@ void WorkQueue::run() {
     std::pair<uint64_t, Work> item;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      cv_.wait(lock, [&] { return !running_ && (stop_ || !pending_.empty()); });
       if (pending_.empty()) {
         return;  // stop_ and drained
       }
       item = std::move(pending_.front());
       pending_.pop_front();
+      running_ = true;
     }
-    WorkError e = run_one(item.second);
-    item.second = nullptr;  // release captures before signalling completion
-    if (!e.ok()) {
-      record_error(std::move(e));
-    }
-    timeline_->advance(item.first);
+    execute(std::move(item));
   }
 }
 

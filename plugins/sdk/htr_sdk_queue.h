@@ -23,12 +23,18 @@
  *   - The destructor runs all pending work, then joins the worker.
  *   - Thread safety: submit/synchronize may be called from several threads;
  *     Timeline members from any thread.
+ *   - synchronize() in Mode::kThread runs pending work itself, in order,
+ *     whenever the worker is not running an item (work is executed by one
+ *     thread at a time either way), so an op submitted and synchronized
+ *     right away runs on the caller's thread with no hand-off. Closures
+ *     must therefore not depend on running on the worker thread.
  */
 #ifndef HTR_SDK_QUEUE_H_
 #define HTR_SDK_QUEUE_H_
 
 #include <htr/htr_types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -58,7 +64,7 @@ class Timeline {
  private:
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  uint64_t completed_ = 0;
+  std::atomic<uint64_t> completed_{0};  // written under mu_; reached() reads it lock-free
 };
 
 class WorkQueue {
@@ -78,6 +84,7 @@ class WorkQueue {
 
  private:
   void run();
+  void execute(std::pair<uint64_t, Work>&& item);  // runs it; clears running_
   void record_error(WorkError&& e);
 
   const Mode mode_;
@@ -86,6 +93,7 @@ class WorkQueue {
   std::condition_variable cv_;
   std::deque<std::pair<uint64_t, Work>> pending_;
   uint64_t submitted_ = 0;
+  bool running_ = false;  // an item is executing (worker or synchronize)
   bool stop_ = false;
   WorkError first_error_;
   std::mutex inline_mu_;  // serializes inline execution

@@ -1,11 +1,13 @@
 // bench_matmul.cc — `htr-bench matmul`: f32 C = A*B on square sizes, through
 // htr (htr_op_run on a device, impl "auto" unless told otherwise) next to
 // OpenBLAS cblas_sgemm and oneDNN matmul called directly, in the same
-// process with the same thread count. Metric: GFLOP/s from the median of
-// the timed repetitions (after warmup). One ratio line per size and htr
-// impl: htr / max(openblas, onednn).
+// process with the same thread count. The contestants are timed in
+// interleaved rounds (timing.h, TimeInterleaved) so that outside load lands
+// on all of them alike. Metric: GFLOP/s from the median of all timed calls.
+// One ratio line per size and htr impl: htr / max(openblas, onednn).
 //
-//   htr-bench matmul [--sizes 256,512,1024,2048,4096] [--reps N] [--warmup N]
+//   htr-bench matmul [--sizes 256,512,1024,2048,4096] [--reps N] [--warmup N] [--rounds N]
+//                    [--settle-ms MS]
 //                    [--device cpu:0] [--threads N] [--htr-impls auto[,onednn,...]]
 #include <cmath>
 #include <cstdio>
@@ -46,6 +48,8 @@ struct Options {
   std::vector<int64_t> sizes = {256, 512, 1024, 2048, 4096};
   int reps = 0;  // 0 = auto (about 1 s per impl and size, 3..50)
   int warmup = 2;
+  int rounds = 5;         // interleaved rounds (timing.h, TimeInterleaved)
+  double settle_ms = 150;  // idle time before each block
   std::string device = "cpu:0";
   int threads = 0;  // 0 = hardware concurrency
   std::vector<std::string> htr_impls = {"auto"};
@@ -69,6 +73,12 @@ bool Parse(const Args& args, Options* o) {
       }
     } else if (v[i] == "--reps" && next(&val)) {
       o->reps = std::atoi(val.c_str());
+    } else if (v[i] == "--settle-ms" && next(&val)) {
+      o->settle_ms = std::atof(val.c_str());
+      if (o->settle_ms < 0) return false;
+    } else if (v[i] == "--rounds" && next(&val)) {
+      o->rounds = std::atoi(val.c_str());
+      if (o->rounds <= 0) return false;
     } else if (v[i] == "--warmup" && next(&val)) {
       o->warmup = std::atoi(val.c_str());
     } else if (v[i] == "--device" && next(&val)) {
@@ -136,7 +146,8 @@ int RunMatmul(const Args& args) {
   Options o;
   if (!Parse(args, &o)) {
     std::fprintf(stderr,
-                 "usage: htr-bench matmul [--sizes 256,512,...] [--reps N] [--warmup N]\n"
+                 "usage: htr-bench matmul [--sizes 256,512,...] [--reps N] [--warmup N] [--rounds N]\n"
+                 "                        [--settle-ms MS]\n"
                  "                        [--device cpu:0] [--threads N] [--htr-impls auto,...]\n");
     return 2;
   }
@@ -182,66 +193,73 @@ int RunMatmul(const Args& args) {
       return l.value;
     };
 
-    // Peers, each with its own native threading at o.threads.
-    SetPeerThreads(o.threads);
-    const Timing tb =
-        TimeIt([&] { return OpenBlasSgemm(a.data(), b.data(), c_blas.data(), n, n, n); }, o.warmup,
-               o.reps);
-    double best_peer = 0;
-    std::string best_peer_name;
-    if (tb.error.empty()) {
-      best_peer = emit("openblas", "host", tb, nlohmann::json::object());
-      best_peer_name = "openblas";
-    } else {
-      std::fprintf(stderr, "openblas %s: %s\n", shape.c_str(), tb.error.c_str());
-    }
-    std::string derr;
-    auto dnnl = OneDnnMatmul::Create(a.data(), b.data(), c_dnnl.data(), n, n, n, &derr);
-    if (dnnl) {
-      const Timing td = TimeIt([&] { return dnnl->Run(); }, o.warmup, o.reps);
-      if (td.error.empty()) {
-        const double g =
-            emit("onednn", "host", td, {{"max_rel_diff_vs_openblas", MaxRelDiff(c_dnnl, c_blas)}});
-        if (g > best_peer) {
-          best_peer = g;
-          best_peer_name = "onednn";
-        }
-      } else {
-        derr = td.error;
-      }
-    }
-    if (!derr.empty()) std::fprintf(stderr, "onednn %s: %s\n", shape.c_str(), derr.c_str());
-
-    // htr. The cpu plugin runs OpenBLAS single-threaded inside each worker of
-    // its own pinned pool (plugins/cpu/README.md, "Threads") and sets that when
-    // it loads; OpenBLAS's thread count is process-wide, so put back what the
-    // plugin set before timing it, or htr would run 2 BLAS threads per worker.
-    SetHtrPluginBlasThreads();
+    // Operands for htr first (a failure skips the size), then every
+    // contestant: the two peers with their own native threading at
+    // o.threads, and htr per impl. The cpu plugin runs OpenBLAS
+    // single-threaded inside each worker of its own pinned pool
+    // (plugins/cpu/README.md, "Threads"); OpenBLAS's thread count is
+    // process-wide, so each block sets the count its contestant expects.
     HtrOperands t;
     if (std::string e = MakeOperands(dev, n, a, b, &t); !e.empty()) {
       std::fprintf(stderr, "htr %s: %s\n", shape.c_str(), e.c_str());
       rc = 1;
       continue;
     }
-    for (const std::string& impl : o.htr_impls) {
-      htr_attr_t attr{};
-      attr.name = "impl";
-      attr.kind = HTR_ATTR_STRING;
-      attr.s = impl.c_str();
-      htr_tensor_t* ins[2] = {t.a, t.b};
-      htr_tensor_t* outs[1] = {t.c};
-      const Timing th = TimeIt(
-          [&]() -> std::string {
-            if (htr_status_t s = htr_op_run(nullptr, "matmul", ins, 2, outs, 1, &attr, 1))
-              return TakeStatus(s);
-            return {};
-          },
-          o.warmup, o.reps);
+    std::string derr;
+    SetPeerThreads(o.threads);
+    auto dnnl = OneDnnMatmul::Create(a.data(), b.data(), c_dnnl.data(), n, n, n, &derr);
+    if (!derr.empty()) std::fprintf(stderr, "onednn %s: %s\n", shape.c_str(), derr.c_str());
+    const auto peer_threads = [&] { SetPeerThreads(o.threads); };
+    std::vector<Contestant> cs;
+    std::vector<std::string> names;
+    cs.push_back({peer_threads, [&] { return OpenBlasSgemm(a.data(), b.data(), c_blas.data(), n, n, n); }});
+    names.push_back("openblas");
+    if (dnnl) {
+      cs.push_back({peer_threads, [&] { return dnnl->Run(); }});
+      names.push_back("onednn");
+    }
+    std::vector<htr_attr_t> attrs(o.htr_impls.size());
+    htr_tensor_t* ins[2] = {t.a, t.b};
+    htr_tensor_t* outs[1] = {t.c};
+    for (size_t i = 0; i < o.htr_impls.size(); ++i) {
+      attrs[i].name = "impl";
+      attrs[i].kind = HTR_ATTR_STRING;
+      attrs[i].s = o.htr_impls[i].c_str();
+      const htr_attr_t* attr = &attrs[i];
+      cs.push_back({SetHtrPluginBlasThreads, [&ins, &outs, attr]() -> std::string {
+                      if (htr_status_t s = htr_op_run(nullptr, "matmul", ins, 2, outs, 1, attr, 1))
+                        return TakeStatus(s);
+                      return {};
+                    }});
+      names.push_back("htr/" + o.htr_impls[i]);
+    }
+    const std::vector<Timing> times = TimeInterleaved(cs, o.warmup, o.rounds, o.reps, 1.0, o.settle_ms / 1e3);
+
+    double best_peer = 0;
+    std::string best_peer_name;
+    for (size_t i = 0; i < cs.size() && names[i].rfind("htr/", 0) != 0; ++i) {
+      if (!times[i].error.empty()) {
+        std::fprintf(stderr, "%s %s: %s\n", names[i].c_str(), shape.c_str(),
+                     times[i].error.c_str());
+        continue;
+      }
+      nlohmann::json extra = nlohmann::json::object();
+      if (names[i] == "onednn") extra["max_rel_diff_vs_openblas"] = MaxRelDiff(c_dnnl, c_blas);
+      const double g = emit(names[i], "host", times[i], extra);
+      if (g > best_peer) {
+        best_peer = g;
+        best_peer_name = names[i];
+      }
+    }
+    for (size_t i = 0; i < cs.size(); ++i) {
+      if (names[i].rfind("htr/", 0) != 0) continue;
+      const Timing& th = times[i];
       if (!th.error.empty()) {
-        std::fprintf(stderr, "htr/%s %s: %s\n", impl.c_str(), shape.c_str(), th.error.c_str());
+        std::fprintf(stderr, "%s %s: %s\n", names[i].c_str(), shape.c_str(), th.error.c_str());
         rc = 1;
         continue;
       }
+      // The last call of every contestant wrote the same product.
       double diff = -1;
       if (htr_status_t s =
               htr_tensor_copy_to_host(t.c, c_htr.data(), count * sizeof(float), nullptr)) {
@@ -249,14 +267,14 @@ int RunMatmul(const Args& args) {
       } else {
         diff = MaxRelDiff(c_htr, c_blas);
         if (diff > 1e-3)
-          std::fprintf(stderr, "htr/%s %s: result differs from OpenBLAS (max rel diff %.2e)\n",
-                       impl.c_str(), shape.c_str(), diff);
+          std::fprintf(stderr, "%s %s: result differs from OpenBLAS (max rel diff %.2e)\n",
+                       names[i].c_str(), shape.c_str(), diff);
       }
-      const double g = emit("htr/" + impl, o.device, th, {{"max_rel_diff_vs_openblas", diff}});
+      const double g = emit(names[i], o.device, th, {{"max_rel_diff_vs_openblas", diff}});
       if (best_peer > 0) {
         Line r;
         r.bench = "matmul";
-        r.impl = "htr/" + impl;
+        r.impl = names[i];
         r.device = o.device;
         r.shape = shape;
         r.metric = "ratio";
@@ -266,6 +284,7 @@ int RunMatmul(const Args& args) {
         r.peer = best_peer_name;
         r.extra = common;
         r.extra["peers"] = "max(openblas,onednn)";
+        r.extra["rounds"] = o.rounds;
         Emit(r);
       }
     }
