@@ -35,7 +35,15 @@ record() {  # record <stage> <passed> <failed>
 # ------------------------------------------------------------- packages
 PKGS=(meson ninja-build pkg-config g++ catch2 libfmt-dev libdnnl-dev libopenblas-dev
       libhwloc-dev libffi-dev libdlpack-dev nlohmann-json3-dev python3-torch python3-numpy
-      python3-pip fortunes)
+      python3-pip fortunes
+      chromium)  # tests/profiler: htr-prof --html checked in headless Chromium
+# The vulkan plugin is left out of this script's builds (-Dvulkan=disabled
+# below) until its conformance passes on lavapipe: two DSL-matmul cases of the
+# kernels suite still fail there and its first shader compile takes ~7 min
+# (plugins/vulkan/README.md). To build and test it by hand it needs:
+#   libvulkan-dev libshaderc-dev spirv-tools glslang-dev glslang-tools
+#   mesa-vulkan-drivers vulkan-validationlayers vulkan-tools
+VULKAN_OPT=-Dvulkan=disabled
 missing=()
 for p in "${PKGS[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
@@ -116,7 +124,7 @@ build() {  # build <label> <dir>
 # ----------------------------------------------------------- main build
 T0=$SECONDS
 note "configure $B/"
-if setup_build "$B"; then
+if setup_build "$B" "$VULKAN_OPT"; then
   note "build $B/ (-j$JOBS)"
   if build "build" "$B"; then
     note "meson test ($B/)"
@@ -167,7 +175,7 @@ echo "main build and tests: $((SECONDS - T0)) s"
 if [[ "${HTR_TEST_NO_ASAN:-0}" != 1 ]]; then
   T1=$SECONDS
   note "configure $BA/ (address,undefined)"
-  if setup_build "$BA" -Db_sanitize=address,undefined -Db_lundef=false; then
+  if setup_build "$BA" "$VULKAN_OPT" -Db_sanitize=address,undefined -Db_lundef=false; then
     note "build $BA/ (-j$JOBS)"
     if build "asan" "$BA"; then
       note "meson test --setup=asan ($BA/)"

@@ -7,7 +7,9 @@
 
 #include "htr_sdk_spin.h"
 
+#include <hwloc/glibc-sched.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -20,7 +22,24 @@ ThreadPool::ThreadPool(const Topology& topo, const htr_sdk::Host& host, uint32_t
     : topo_(topo), host_(host), pin_(pin), nthreads_(threads == 0 ? 1 : threads) {
   // The thread calling parallel_for runs chunk 0 itself, so the pool owns
   // nthreads_ - 1 threads for chunks 1.. (pinned to cores 1..): a waiting
-  // caller never competes with the workers for a core.
+  // caller never competes with the workers for a core. The cores no worker
+  // is pinned to are where the caller is kept during a call (see
+  // KeepCallerOffWorkers).
+  CPU_ZERO(&caller_cpus_);
+  if (pin_ && topo_.cores() > 0) {
+    hwloc_bitmap_t free_set = hwloc_bitmap_alloc();
+    for (uint32_t c = 0; c < topo_.cores(); ++c) {
+      bool used = false;
+      for (uint32_t i = 1; i < nthreads_; ++i) used = used || (i % topo_.cores() == c);
+      if (!used) hwloc_bitmap_or(free_set, free_set, topo_.core_cpuset(c));
+    }
+    if (!hwloc_bitmap_iszero(free_set) &&
+        hwloc_cpuset_to_glibc_sched_affinity(topo_.handle(), free_set, &caller_cpus_,
+                                             sizeof caller_cpus_) == 0) {
+      have_caller_cpus_ = CPU_COUNT(&caller_cpus_) > 0;
+    }
+    hwloc_bitmap_free(free_set);
+  }
   workers_.reserve(nthreads_ - 1);
   try {
     for (uint32_t i = 1; i < nthreads_; ++i) {
@@ -108,11 +127,51 @@ void ThreadPool::worker(uint32_t index) {
   }
 }
 
+namespace {
+
+// While alive, keeps the calling thread on `cpus` if it is running on a CPU
+// outside them (a core a pinned worker owns, where the two would take turns
+// while another core idles) and its own affinity allows it; restores the
+// thread's affinity on exit. Costs two syscalls only when it moves the thread.
+class KeepCallerOffWorkers {
+ public:
+  KeepCallerOffWorkers(bool enabled, const cpu_set_t& cpus) {
+    if (!enabled) {
+      return;
+    }
+    const int cpu = sched_getcpu();
+    if (cpu < 0 || cpu >= CPU_SETSIZE || CPU_ISSET(cpu, &cpus)) {
+      return;
+    }
+    const pthread_t self = pthread_self();
+    if (pthread_getaffinity_np(self, sizeof saved_, &saved_) != 0) {
+      return;
+    }
+    cpu_set_t want;
+    CPU_AND(&want, &saved_, &cpus);
+    moved_ = CPU_COUNT(&want) > 0 && pthread_setaffinity_np(self, sizeof want, &want) == 0;
+  }
+  ~KeepCallerOffWorkers() {
+    if (moved_) {
+      pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_);
+    }
+  }
+  KeepCallerOffWorkers(const KeepCallerOffWorkers&) = delete;
+  KeepCallerOffWorkers& operator=(const KeepCallerOffWorkers&) = delete;
+
+ private:
+  cpu_set_t saved_;
+  bool moved_ = false;
+};
+
+}  // namespace
+
 void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn) {
   if (n == 0) {
     return;
   }
   std::lock_guard<std::mutex> call(call_mu_);
+  KeepCallerOffWorkers keep(have_caller_cpus_ && nthreads_ > 1, caller_cpus_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;

@@ -13,7 +13,9 @@
  *
  * parallel_for(n, fn) splits [0, n) into size() contiguous chunks, runs
  * chunk 0 on the calling thread and the others on the size() - 1 pool
- * threads, and returns when all are done. Concurrent
+ * threads, and returns when all are done. When the pool is pinned and the
+ * caller runs on a core a worker owns, the caller is moved to a free core
+ * for the call and its affinity restored afterwards. Concurrent
  * callers are serialized (one loop at a time). fn must not throw and must
  * not call parallel_for. Thread-safe.
  */
@@ -22,6 +24,8 @@
 
 #include "cpu_topology.h"
 #include "htr_sdk_status.h"
+
+#include <sched.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -67,6 +71,8 @@ class ThreadPool {
   uint32_t sleepers_ = 0;  // workers blocked on cv_work_ (under mu_)
   bool caller_sleeping_ = false;  // caller blocked on cv_done_ (under mu_)
   uint32_t pinned_ = 0;
+  cpu_set_t caller_cpus_;  // cores no worker is pinned to (see cpu_pool.cc)
+  bool have_caller_cpus_ = false;
   std::vector<std::thread> workers_;
 };
 
