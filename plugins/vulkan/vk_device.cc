@@ -1,0 +1,334 @@
+// Physical device discovery, properties, and VkDevice creation. Features are
+// read with vkGetPhysicalDeviceFeatures2 (1.1/1.2 feature structs) and
+// extensions by name; nothing is assumed from the vendor.
+#include "vk_device.h"
+
+#include "vk_kernel.h"
+#include "vk_memory.h"
+#include "vk_ops.h"
+
+#include "htr_sdk_args.h"
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace htr_vk {
+
+namespace {
+
+bool has_ext(const std::vector<VkExtensionProperties>& v, const char* name) {
+  for (const auto& e : v)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+std::vector<VkExtensionProperties> device_exts(const htr_plugin_ctx_t* ctx, VkPhysicalDevice p) {
+  uint32_t n = 0;
+  std::vector<VkExtensionProperties> v;
+  if (ctx->it.vkEnumerateDeviceExtensionProperties(p, nullptr, &n, nullptr) == VK_SUCCESS) {
+    v.resize(n);
+    if (ctx->it.vkEnumerateDeviceExtensionProperties(p, nullptr, &n, v.data()) != VK_SUCCESS) v.clear();
+    v.resize(n);
+  }
+  return v;
+}
+
+// Picks memory types: device-local for buffers, host-visible+coherent for
+// staging, host-visible (cached preferred) for read-back.
+void pick_memory(PhysInfo* d) {
+  const auto& m = d->mem;
+  auto flags = [&](uint32_t i) { return m.memoryTypes[i].propertyFlags; };
+  for (uint32_t i = 0; i < m.memoryTypeCount; ++i) {
+    if ((flags(i) & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) && d->device_local_type == UINT32_MAX &&
+        !(flags(i) & (VK_MEMORY_PROPERTY_PROTECTED_BIT | VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT)))
+      d->device_local_type = i;
+  }
+  const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  for (uint32_t i = 0; i < m.memoryTypeCount; ++i) {
+    if ((flags(i) & hv) == hv && d->staging_type == UINT32_MAX) d->staging_type = i;
+    if ((flags(i) & hv) == hv && (flags(i) & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) &&
+        d->readback_type == UINT32_MAX)
+      d->readback_type = i;
+  }
+  if (d->readback_type == UINT32_MAX) d->readback_type = d->staging_type;
+  if (d->device_local_type == UINT32_MAX) d->device_local_type = d->staging_type;
+  if (d->device_local_type != UINT32_MAX) {
+    d->device_heap_size = m.memoryHeaps[m.memoryTypes[d->device_local_type].heapIndex].size;
+    d->device_memory_host_visible = (flags(d->device_local_type) & hv) == hv;
+  }
+}
+
+}  // namespace
+
+void discover_devices(htr_plugin_ctx_t* ctx) {
+  uint32_t n = 0;
+  VkResult r = ctx->it.vkEnumeratePhysicalDevices(ctx->instance, &n, nullptr);
+  std::vector<VkPhysicalDevice> phys(n);
+  if (r == VK_SUCCESS && n > 0) r = ctx->it.vkEnumeratePhysicalDevices(ctx->instance, &n, phys.data());
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+    ctx->unavailable = std::string("vkEnumeratePhysicalDevices failed: ") + vk_result_name(r);
+    return;
+  }
+  phys.resize(n);
+  if (n == 0) {
+    ctx->unavailable = "the Vulkan loader reports no physical device (no ICD installed?)";
+    return;
+  }
+  for (VkPhysicalDevice p : phys) {
+    PhysInfo d;
+    d.phys = p;
+    VkPhysicalDeviceSubgroupProperties sub{};
+    sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+    VkPhysicalDeviceMaintenance3Properties m3{};
+    m3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+    m3.pNext = &sub;
+    VkPhysicalDeviceProperties2 p2{};
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &m3;
+    ctx->it.vkGetPhysicalDeviceProperties2(p, &p2);
+    d.props = p2.properties;
+    d.subgroup_size = sub.subgroupSize;
+    d.max_alloc = m3.maxMemoryAllocationSize;
+    const char* name = d.props.deviceName;
+    if (d.props.apiVersion < VK_API_VERSION_1_2) {
+      ctx->host.log(HTR_LOG_INFO, "%s skipped: Vulkan %u.%u < 1.2", name,
+                    VK_API_VERSION_MAJOR(d.props.apiVersion), VK_API_VERSION_MINOR(d.props.apiVersion));
+      continue;
+    }
+    VkPhysicalDeviceVulkan12Features f12{};
+    f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    VkPhysicalDeviceVulkan11Features f11{};
+    f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+    f11.pNext = &f12;
+    VkPhysicalDeviceFeatures2 f2{};
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f2.pNext = &f11;
+    ctx->it.vkGetPhysicalDeviceFeatures2(p, &f2);
+    if (!f12.timelineSemaphore || !f12.bufferDeviceAddress) {
+      ctx->host.log(HTR_LOG_INFO, "%s skipped: no timeline semaphores or buffer device addresses", name);
+      continue;
+    }
+    d.int64 = f2.features.shaderInt64 != 0;
+    d.int16 = f2.features.shaderInt16 != 0;
+    d.int8 = f12.shaderInt8 != 0;
+    d.fp16 = f12.shaderFloat16 != 0;
+    d.storage16 = f11.storageBuffer16BitAccess != 0;
+    d.storage8 = f12.storageBuffer8BitAccess != 0;
+    const auto exts = device_exts(ctx, p);
+    d.bf16 = has_ext(exts, "VK_KHR_shader_bfloat16");
+    d.coopmat = has_ext(exts, "VK_KHR_cooperative_matrix");
+    d.memory_budget = has_ext(exts, "VK_EXT_memory_budget");
+    uint32_t qn = 0;
+    ctx->it.vkGetPhysicalDeviceQueueFamilyProperties(p, &qn, nullptr);
+    std::vector<VkQueueFamilyProperties> qf(qn);
+    ctx->it.vkGetPhysicalDeviceQueueFamilyProperties(p, &qn, qf.data());
+    bool found = false;
+    // Prefer a compute family without graphics (async compute), else any.
+    for (int pass = 0; pass < 2 && !found; ++pass) {
+      for (uint32_t i = 0; i < qn; ++i) {
+        const bool compute = (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) != 0;
+        const bool graphics = (qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) != 0;
+        if (compute && (pass == 1 || !graphics)) {
+          d.compute_family = i;
+          d.queue_count = qf[i].queueCount;
+          d.timestamps = qf[i].timestampValidBits != 0;
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) {
+      ctx->host.log(HTR_LOG_INFO, "%s skipped: no compute queue", name);
+      continue;
+    }
+    ctx->it.vkGetPhysicalDeviceMemoryProperties(p, &d.mem);
+    pick_memory(&d);
+    if (d.device_local_type == UINT32_MAX || d.staging_type == UINT32_MAX) {
+      ctx->host.log(HTR_LOG_INFO, "%s skipped: no usable memory types", name);
+      continue;
+    }
+    std::string why;
+    if (!kernels_supported(d, &why))
+      ctx->host.log(HTR_LOG_INFO, "%s: no kernel IR support: %s", name, why.c_str());
+    ctx->devices.push_back(d);
+  }
+}
+
+htr_status_t device_count(htr_plugin_ctx_t* ctx, uint32_t* out_count) {
+  if (ctx == nullptr) return htr_sdk::null_handle_error(kPluginName, "ctx");
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(ctx->host, out_count, "out_count"));
+  *out_count = static_cast<uint32_t>(ctx->devices.size());
+  return nullptr;
+}
+
+const char* unavailable_reason(htr_plugin_ctx_t* ctx) {
+  if (ctx == nullptr || !ctx->devices.empty()) return nullptr;
+  return ctx->unavailable.c_str();
+}
+
+htr_status_t device_get_properties(htr_plugin_ctx_t* ctx, uint32_t index,
+                                   htr_device_properties_t* out) {
+  if (ctx == nullptr) return htr_sdk::null_handle_error(kPluginName, "ctx");
+  const htr_sdk::Host& host = ctx->host;
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(host, out, "properties"));
+  if (index >= ctx->devices.size())
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: device index %u out of range", index);
+  if (out->struct_size < offsetof(htr_device_properties_t, name))
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: properties struct_size %zu too small",
+                      out->struct_size);
+  const PhysInfo& d = ctx->devices[index];
+  htr_device_properties_t p{};
+  p.struct_size = out->struct_size;
+  std::snprintf(p.name, sizeof p.name, "%.127s", d.props.deviceName);
+  std::snprintf(p.vendor, sizeof p.vendor, "vendor 0x%04x", d.props.vendorID);
+  if (d.props.vendorID == 0x10de) std::snprintf(p.vendor, sizeof p.vendor, "NVIDIA");
+  if (d.props.vendorID == 0x1002) std::snprintf(p.vendor, sizeof p.vendor, "AMD");
+  if (d.props.vendorID == 0x8086) std::snprintf(p.vendor, sizeof p.vendor, "Intel");
+  if (d.props.vendorID == 0x10005) std::snprintf(p.vendor, sizeof p.vendor, "Mesa");
+  std::snprintf(p.driver_version, sizeof p.driver_version, "Vulkan %u.%u.%u, driver 0x%x",
+                VK_API_VERSION_MAJOR(d.props.apiVersion), VK_API_VERSION_MINOR(d.props.apiVersion),
+                VK_API_VERSION_PATCH(d.props.apiVersion), d.props.driverVersion);
+  switch (d.props.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: p.kind = HTR_DEVICE_KIND_CPU; break;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: p.kind = HTR_DEVICE_KIND_GPU; break;
+    default: p.kind = HTR_DEVICE_KIND_OTHER;
+  }
+  p.compute_units = 0;  // Vulkan does not report it
+  p.memory_bytes = d.device_heap_size;
+  p.dtype_mask = HTR_DTYPE_BIT(HTR_DTYPE_F32) | HTR_DTYPE_BIT(HTR_DTYPE_I32) | HTR_DTYPE_BIT(HTR_DTYPE_U8);
+  if (d.int64) p.dtype_mask |= HTR_DTYPE_BIT(HTR_DTYPE_I64);
+  if (d.storage16 && d.int16) p.dtype_mask |= HTR_DTYPE_BIT(HTR_DTYPE_F16) | HTR_DTYPE_BIT(HTR_DTYPE_BF16);
+  if (d.storage8 && d.int8) p.dtype_mask |= HTR_DTYPE_BIT(HTR_DTYPE_BOOL);
+  p.capabilities = 0;
+  if (kernels_supported(d)) p.capabilities |= HTR_CAP_KERNEL_IR | HTR_CAP_LIBRARY_OPS;
+  p.max_alloc_bytes = d.max_alloc != 0 ? d.max_alloc : d.device_heap_size;
+  std::snprintf(p.description, sizeof p.description,
+                "Vulkan %s; subgroup %u; fp16 %s, 16-bit storage %s, bf16 %s, cooperative "
+                "matrix %s; heap %.1f GiB%s",
+                d.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? "CPU device" : "GPU",
+                d.subgroup_size, d.fp16 ? "yes" : "no", d.storage16 ? "yes" : "no",
+                d.bf16 ? "yes" : "no", d.coopmat ? "yes" : "no",
+                static_cast<double>(d.device_heap_size) / (1024.0 * 1024.0 * 1024.0),
+                d.device_memory_host_visible ? " (host-visible)" : "");
+  const size_t n = out->struct_size < sizeof p ? out->struct_size : sizeof p;
+  std::memcpy(out, &p, n);
+  return nullptr;
+}
+
+htr_status_t device_open(htr_plugin_ctx_t* ctx, uint32_t index, htr_plugin_device_t** out_device) {
+  if (ctx == nullptr) return htr_sdk::null_handle_error(kPluginName, "ctx");
+  const htr_sdk::Host& host = ctx->host;
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(host, out_device, "out_device"));
+  if (index >= ctx->devices.size())
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: device index %u out of range", index);
+  return htr_sdk::guard(host, [&]() -> htr_status_t {
+    const PhysInfo& d = ctx->devices[index];
+    std::unique_ptr<htr_plugin_device_s> dev(new htr_plugin_device_s);
+    dev->ctx = ctx;
+    dev->index = index;
+    dev->info = &d;
+    const float prio = 1.0f;
+    VkDeviceQueueCreateInfo q{};
+    q.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    q.queueFamilyIndex = d.compute_family;
+    q.queueCount = 1;
+    q.pQueuePriorities = &prio;
+    VkPhysicalDeviceVulkan12Features f12{};
+    f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    f12.timelineSemaphore = VK_TRUE;
+    f12.bufferDeviceAddress = VK_TRUE;
+    f12.shaderInt8 = d.int8;
+    f12.shaderFloat16 = d.fp16;
+    f12.storageBuffer8BitAccess = d.storage8;
+    VkPhysicalDeviceVulkan11Features f11{};
+    f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+    f11.pNext = &f12;
+    f11.storageBuffer16BitAccess = d.storage16;
+    VkPhysicalDeviceFeatures2 f2{};
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f2.pNext = &f11;
+    f2.features.shaderInt64 = d.int64;
+    f2.features.shaderInt16 = d.int16;
+    VkDeviceCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    ci.pNext = &f2;
+    ci.queueCreateInfoCount = 1;
+    ci.pQueueCreateInfos = &q;
+    VkResult r = ctx->it.vkCreateDevice(d.phys, &ci, nullptr, &dev->dev);
+    if (r != VK_SUCCESS) {
+      return host.error(r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY
+                            ? HTR_STATUS_OUT_OF_MEMORY
+                            : (r == VK_ERROR_DEVICE_LOST ? HTR_STATUS_DEVICE_LOST : HTR_STATUS_INTERNAL),
+                        "vulkan: vkCreateDevice failed: %s", vk_result_name(r));
+    }
+    std::string why;
+    if (!load_device(ctx->it, dev->dev, &dev->fn, &why)) {
+      auto destroy = reinterpret_cast<PFN_vkDestroyDevice>(
+          ctx->it.vkGetDeviceProcAddr(dev->dev, "vkDestroyDevice"));
+      if (destroy != nullptr) destroy(dev->dev, nullptr);
+      return host.error(HTR_STATUS_INTERNAL, "vulkan: %s", why.c_str());
+    }
+    dev->fn.vkGetDeviceQueue(dev->dev, d.compute_family, 0, &dev->queue);
+    dev->alloc.reset(new Allocator(dev.get()));
+    dev->kernels = make_kernel_state(dev.get());
+    *out_device = dev.release();
+    return nullptr;
+  });
+}
+
+void device_close(htr_plugin_device_t* device) {
+  if (device == nullptr) return;
+  htr_sdk::guard_void(device->host(), [&] {
+    if (!device->lost.load()) device->fn.vkDeviceWaitIdle(device->dev);
+    release_op_kernels(device);
+    device->kernels.reset();
+    device->alloc.reset();
+    device->fn.vkDestroyDevice(device->dev, nullptr);
+  });
+  delete device;
+}
+
+htr_status_code_t vk_code(htr_plugin_device_t* device, VkResult r) {
+  switch (r) {
+    case VK_SUCCESS: return HTR_STATUS_OK;
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+    case VK_ERROR_OUT_OF_POOL_MEMORY:
+      return HTR_STATUS_OUT_OF_MEMORY;
+    case VK_ERROR_DEVICE_LOST:
+    case VK_TIMEOUT:
+      device->lost.store(true);
+      return HTR_STATUS_DEVICE_LOST;
+    default:
+      return HTR_STATUS_INTERNAL;
+  }
+}
+
+htr_status_t vk_status(htr_plugin_device_t* device, VkResult r, const char* what) {
+  if (r == VK_SUCCESS) return nullptr;
+  const htr_status_code_t c = vk_code(device, r);
+  return device->host().error(c, "vulkan: %s failed: %s%s", what, vk_result_name(r),
+                              r == VK_TIMEOUT ? " (device unresponsive; counted as lost)" : "");
+}
+
+htr_status_t check_alive(htr_plugin_device_t* device) {
+  if (device->lost.load())
+    return device->host().error(HTR_STATUS_DEVICE_LOST, "vulkan: device %u is lost", device->index);
+  return nullptr;
+}
+
+VkResult wait_value(htr_plugin_device_t* device, VkSemaphore sem, uint64_t value) {
+  if (device->lost.load()) return VK_ERROR_DEVICE_LOST;
+  VkSemaphoreWaitInfo wi{};
+  wi.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO;
+  wi.semaphoreCount = 1;
+  wi.pSemaphores = &sem;
+  wi.pValues = &value;
+  return device->fn.vkWaitSemaphores(device->dev, &wi, device->ctx->timeout_ns);
+}
+
+}  // namespace htr_vk

@@ -1,0 +1,70 @@
+/*
+ * vk_kernel.h — kernel IR on the vulkan plugin (ABI v1.1).
+ *
+ * kernel_compile: reads and verifies the IR (plugins/sdk), renders GLSL
+ * (plugins/sdk/htr_sdk_ir_glsl.h: one invocation per program, scalar/loop
+ * code, dot as f32 loops; cooperative matrices are not used yet), compiles
+ * it to SPIR-V with shaderc (dlopen'd libshaderc.so.1, optimization level
+ * "performance", which runs the SPIRV-Tools optimizer), validates the
+ * module with SPIRV-Tools (spvValidateWithOptions from the same library)
+ * for Vulkan 1.2, and builds a compute pipeline through a VkPipelineCache.
+ *
+ * Disk cache (<HTR_CACHE_DIR>/vulkan, default ~/.cache/htr/vulkan):
+ * <key>.spv holds validated SPIR-V, key = FNV-1a 128 of (GLSL source, shaderc
+ * flags, target); pipeline-<deviceUUID>.bin holds the VkPipelineCache data,
+ * loaded at device open and written at device close. Files are written to a
+ * temporary name and renamed.
+ *
+ * Arguments travel as push constants: 8 bytes per argument (pointers as
+ * buffer device addresses of element 0; scalars in the low bytes), then the
+ * grid (3 x u32) and a program base (3 x u32) used to split grids larger
+ * than maxComputeWorkGroupCount into several dispatches. A kernel whose
+ * arguments do not fit maxPushConstantsSize is UNIMPLEMENTED at compile.
+ * Pointer arguments of f16/bf16 need 16-bit storage + int16, bool needs
+ * 8-bit storage + int8, i64 needs shaderInt64: otherwise UNIMPLEMENTED.
+ *
+ * kernel_launch checks count/kinds, buffers of this device, offsets inside
+ * their buffers, grid >= 1 and specialized values before enqueuing.
+ * Ownership: launches keep the pipeline alive (shared), so kernel_destroy
+ * with launches in flight is safe.
+ */
+#ifndef HTR_VK_KERNEL_H_
+#define HTR_VK_KERNEL_H_
+
+#include "vk_device.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace htr_vk {
+
+// Per-device compiler state: the VkPipelineCache and where it is persisted.
+struct KernelState {
+  htr_plugin_device_t* device = nullptr;
+  VkPipelineCache cache = VK_NULL_HANDLE;
+  std::string cache_file;
+  ~KernelState();
+};
+
+// Whether the device can run kernels at all (int64 for addresses, shaderc
+// loadable); *why (may be NULL) says what is missing.
+bool kernels_supported(const PhysInfo& d, std::string* why = nullptr);
+
+// Per-device compiler state (shaderc handle, pipeline cache).
+std::unique_ptr<KernelState> make_kernel_state(htr_plugin_device_t* device);
+
+// Compile for `device` (used by library ops too). `spec` as for the ABI.
+htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_size,
+                        const htr_kernel_scalar_t* spec, uint32_t num_spec,
+                        htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info);
+
+htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compile_args_t* args,
+                            htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info);
+void kernel_destroy(htr_plugin_kernel_t* kernel);
+htr_status_t kernel_launch(htr_plugin_stream_t* stream, htr_plugin_kernel_t* kernel,
+                           const htr_kernel_launch_args_t* args);
+
+}  // namespace htr_vk
+
+#endif  // HTR_VK_KERNEL_H_

@@ -1,0 +1,200 @@
+// matmul as the universal DSL kernel (see vk_ops.h).
+#include "vk_ops.h"
+
+#include "vk_kernel.h"
+
+#include "htr_sdk_args.h"
+#include "htr_sdk_dtype.h"
+#include "ops/kernels/kernels.h"
+
+#include <cstring>
+#include <string>
+
+namespace htr_vk {
+
+namespace {
+
+struct Plan {
+  htr_dtype_t dtype = HTR_DTYPE_F32;
+  int64_t M = 0, N = 0, K = 0, batch = 1;
+  int64_t sam = 0, sak = 0, sbk = 0, sbn = 0, scm = 0, scn = 0;
+  int64_t bsa = 0, bsb = 0, bsc = 0;  // batch strides (elements)
+};
+
+uint32_t tile_for(const PhysInfo& d) {
+  // CPU implementations (lavapipe) compile private arrays into LLVM
+  // coroutine frames whose build time grows steeply with their size.
+  if (d.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 8;
+  const uint64_t budget = d.props.limits.maxComputeSharedMemorySize / 8;
+  uint32_t t = 32;
+  while (t > 4 && 3ull * t * t * 4 > budget) t /= 2;
+  return t;
+}
+
+// Checks desc and fills the plan; UNIMPLEMENTED for what is not offered.
+htr_status_t plan_matmul(const htr_sdk::Host& host, const htr_op_desc_t* desc, bool need_buffers, Plan* p) {
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_op_desc(host, desc));
+  if (std::strcmp(desc->op, "matmul") != 0)
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: no library op '%s'", desc->op);
+  static const char* const known[] = {"trans_a", "trans_b", "alpha", "beta", "impl"};
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_attr_names(host, desc, known, 5));
+  if (desc->num_inputs != 2 || desc->num_outputs != 1)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: matmul takes 2 inputs and 1 output");
+  int64_t ta = 0, tb = 0;
+  double alpha = 1, beta = 0;
+  const char* impl = nullptr;
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_int(host, desc, "trans_a", 0, &ta));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_int(host, desc, "trans_b", 0, &tb));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_float(host, desc, "alpha", 1.0, &alpha));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_float(host, desc, "beta", 0.0, &beta));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_string(host, desc, "impl", nullptr, &impl));
+  if (impl != nullptr && std::strcmp(impl, "auto") != 0 && std::strcmp(impl, "dsl") != 0)
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul impl '%s' not offered (auto, dsl)", impl);
+  if (alpha != 1.0 || beta != 0.0)
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul with alpha != 1 or beta != 0 is not offered");
+  const htr_plugin_tensor_t& A = desc->inputs[0];
+  const htr_plugin_tensor_t& B = desc->inputs[1];
+  const htr_plugin_tensor_t& C = desc->outputs[0];
+  if (A.dtype != B.dtype || C.dtype != A.dtype || (A.dtype != HTR_DTYPE_F32 && A.dtype != HTR_DTYPE_BF16))
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul %s x %s -> %s not offered (f32, bf16 -> same)",
+                      htr_sdk::dtype_name(A.dtype), htr_sdk::dtype_name(B.dtype), htr_sdk::dtype_name(C.dtype));
+  if (A.rank < 2 || B.rank < 2 || C.rank < 2 || A.rank > 3 || B.rank > 3 || C.rank > 3)
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul takes rank 2 or 3 (one batch dim)");
+  p->dtype = A.dtype;
+  const uint32_t ra = A.rank, rb = B.rank, rc = C.rank;
+  const int64_t am = A.shape[ra - 2], ak = A.shape[ra - 1];
+  p->M = ta ? ak : am;
+  p->K = ta ? am : ak;
+  p->sam = ta ? A.strides[ra - 1] : A.strides[ra - 2];
+  p->sak = ta ? A.strides[ra - 2] : A.strides[ra - 1];
+  const int64_t bk = B.shape[rb - 2], bn = B.shape[rb - 1];
+  const int64_t kb = tb ? bn : bk;
+  p->N = tb ? bk : bn;
+  p->sbk = tb ? B.strides[rb - 1] : B.strides[rb - 2];
+  p->sbn = tb ? B.strides[rb - 2] : B.strides[rb - 1];
+  p->scm = C.strides[rc - 2];
+  p->scn = C.strides[rc - 1];
+  if (kb != p->K || C.shape[rc - 2] != p->M || C.shape[rc - 1] != p->N)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: matmul shapes do not agree (M=%lld K=%lld, B's K=%lld, N=%lld)",
+                      static_cast<long long>(p->M), static_cast<long long>(p->K), static_cast<long long>(kb),
+                      static_cast<long long>(p->N));
+  const int64_t ba = ra == 3 ? A.shape[0] : 0, bb = rb == 3 ? B.shape[0] : 0;
+  const int64_t bc = rc == 3 ? C.shape[0] : 0;
+  const int64_t batch = ba > bb ? ba : bb;
+  if ((ba && bb && ba != bb) || (bc != batch && !(bc == 0 && batch <= 1)) || (rc == 3 && batch == 0 && bc != 1))
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: matmul batch dims do not agree");
+  p->batch = batch == 0 ? 1 : batch;
+  p->bsa = ra == 3 ? A.strides[0] : 0;
+  p->bsb = rb == 3 ? B.strides[0] : 0;
+  p->bsc = rc == 3 ? C.strides[0] : 0;
+  const int64_t lim = INT32_MAX;
+  for (int64_t v : {p->M, p->N, p->K, p->sam, p->sak, p->sbk, p->sbn, p->scm, p->scn})
+    if (v < 0 || v > lim) return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul sizes/strides beyond i32");
+  for (const htr_plugin_tensor_t* t : {&A, &B, &C}) {
+    uint64_t end = 0;
+    HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, t, &end, "matmul operand"));
+    if (end / htr_sdk::dtype_size(t->dtype) > static_cast<uint64_t>(lim))
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul operand beyond 2^31 elements (i32 indexing)");
+    if (need_buffers) {
+      if (t->buffer == nullptr) return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: matmul operand without a buffer");
+      if (end > t->buffer->size)
+        return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: matmul operand reaches byte %llu of a %llu-byte buffer",
+                          static_cast<unsigned long long>(end), static_cast<unsigned long long>(t->buffer->size));
+    }
+  }
+  return nullptr;
+}
+
+// The device's matmul kernel for `dtype` (compiled once).
+htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, uint32_t* tile, htr_plugin_kernel_t** out) {
+  const uint32_t t = tile_for(*d->info);
+  *tile = t;
+  const std::string key = std::string("matmul/") + htr_sdk::dtype_name(dtype) + "/" + std::to_string(t);
+  std::lock_guard<std::mutex> lock(d->ops_mu);
+  auto it = d->op_kernels.find(key);
+  if (it != d->op_kernels.end()) {
+    *out = it->second;
+    return nullptr;
+  }
+  htr::kernels::MatmulConfig cfg;
+  cfg.bm = t;
+  cfg.bn = t;
+  cfg.bk = t;
+  cfg.dtype = dtype;
+  std::vector<uint8_t> ir;
+  const htr::kernels::Status st = htr::kernels::BuildMatmul(cfg, &ir);
+  if (!st.message.empty()) return d->host().error(HTR_STATUS_INTERNAL, "vulkan: DSL matmul: %s", st.message.c_str());
+  htr_plugin_kernel_t* k = nullptr;
+  HTR_SDK_RETURN_IF_ERROR(compile_ir(d, ir.data(), ir.size(), nullptr, 0, &k, nullptr));
+  d->op_kernels[key] = k;
+  *out = k;
+  return nullptr;
+}
+
+}  // namespace
+
+htr_status_t op_query(htr_plugin_device_t* device, const htr_op_desc_t* desc, int32_t* out_score) {
+  if (device == nullptr) return htr_sdk::null_handle_error(kPluginName, "device");
+  const htr_sdk::Host& host = device->host();
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(host, desc, "desc"));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(host, out_score, "out_score"));
+  if (!kernels_supported(*device->info))
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: no kernel compiler, so no library ops");
+  return htr_sdk::guard(host, [&]() -> htr_status_t {
+    Plan p;
+    HTR_SDK_RETURN_IF_ERROR(plan_matmul(host, desc, false, &p));
+    if (p.dtype == HTR_DTYPE_BF16 && !(device->info->storage16 && device->info->int16))
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: bf16 matmul needs 16-bit storage");
+    *out_score = 1;
+    return nullptr;
+  });
+}
+
+htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
+  if (stream == nullptr) return htr_sdk::null_handle_error(kPluginName, "stream");
+  const htr_sdk::Host& host = stream->host();
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(host, desc, "desc"));
+  htr_plugin_device_t* d = stream->device;
+  if (!kernels_supported(*d->info))
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: no kernel compiler, so no library ops");
+  return htr_sdk::guard(host, [&]() -> htr_status_t {
+    Plan p;
+    HTR_SDK_RETURN_IF_ERROR(plan_matmul(host, desc, true, &p));
+    for (const htr_plugin_tensor_t* t : {&desc->inputs[0], &desc->inputs[1], &desc->outputs[0]})
+      if (t->buffer->device != d)
+        return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: matmul operand on another device");
+    if (p.M == 0 || p.N == 0) return nullptr;
+    uint32_t t = 0;
+    htr_plugin_kernel_t* k = nullptr;
+    HTR_SDK_RETURN_IF_ERROR(matmul_kernel(d, p.dtype, &t, &k));
+    const uint64_t es = htr_sdk::dtype_size(p.dtype);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      htr_kernel_arg_t a[12] = {};
+      a[0].buffer = desc->inputs[0].buffer;
+      a[0].offset = desc->inputs[0].offset + static_cast<uint64_t>(b * p.bsa) * es;
+      a[1].buffer = desc->inputs[1].buffer;
+      a[1].offset = desc->inputs[1].offset + static_cast<uint64_t>(b * p.bsb) * es;
+      a[2].buffer = desc->outputs[0].buffer;
+      a[2].offset = desc->outputs[0].offset + static_cast<uint64_t>(b * p.bsc) * es;
+      const int64_t sc[9] = {p.M, p.N, p.K, p.sam, p.sak, p.sbk, p.sbn, p.scm, p.scn};
+      for (int i = 0; i < 9; ++i) a[3 + i].i = sc[i];
+      htr_kernel_launch_args_t la{};
+      la.struct_size = sizeof la;
+      la.grid[0] = static_cast<uint32_t>((p.N + t - 1) / t);
+      la.grid[1] = static_cast<uint32_t>((p.M + t - 1) / t);
+      la.grid[2] = 1;
+      la.args = a;
+      la.num_args = 12;
+      HTR_SDK_RETURN_IF_ERROR(kernel_launch(stream, k, &la));
+    }
+    return nullptr;
+  });
+}
+
+void release_op_kernels(htr_plugin_device_t* device) {
+  std::lock_guard<std::mutex> lock(device->ops_mu);
+  for (auto& kv : device->op_kernels) kernel_destroy(kv.second);
+  device->op_kernels.clear();
+}
+
+}  // namespace htr_vk

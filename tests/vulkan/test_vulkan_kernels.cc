@@ -1,0 +1,364 @@
+// Kernels on the vulkan plugin: every universal kernel (ops/kernels) run on
+// vulkan:0 through htr_kernel.h and compared, buffer by buffer, with the sdk
+// interpreter (the IR's semantic oracle) run on host copies of the same
+// inputs. f32/f16/bf16 buffers: NMSE <= 1e-7 (f32) / 1e-5 (16-bit), integer
+// buffers exact. Also: specialization, the on-disk SPIR-V cache, argument
+// checks, and grids split into several dispatches.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "htr/htr_kernel.h"
+#include "ops/kernels/kernels.h"
+#include "plugins/sdk/htr_sdk_dtype.h"
+#include "plugins/sdk/htr_sdk_ir.h"
+#include "plugins/sdk/htr_sdk_ir_interp.h"
+#include "vulkan_test_env.h"
+
+namespace ir = htr_sdk::ir;
+using namespace htr::kernels;  // NOLINT
+using vulkan_test::Env;
+using vulkan_test::msg;
+
+namespace {
+
+// One kernel argument of a case: a buffer (host bytes, element dtype) or a
+// scalar.
+struct A {
+  bool ptr = false;
+  htr_dtype_t dtype = HTR_DTYPE_F32;
+  std::vector<uint8_t> bytes;
+  int64_t i = 0;
+  double f = 0;
+  bool is_float = false;
+};
+
+template <class T>
+A buf(htr_dtype_t dt, const std::vector<T>& v) {
+  A a;
+  a.ptr = true;
+  a.dtype = dt;
+  a.bytes.resize(v.size() * sizeof(T));
+  std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
+  return a;
+}
+A f32(const std::vector<float>& v) { return buf(HTR_DTYPE_F32, v); }
+A bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = htr_sdk::f32_to_bf16(v[i]);
+  return buf(HTR_DTYPE_BF16, h);
+}
+A f16(const std::vector<float>& v) {
+  // Values in [-1, 1) are exactly representable after this rounding path:
+  // go through bf16 (8 bits of mantissa fit f16's 10).
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float x = htr_sdk::bf16_to_f32(htr_sdk::f32_to_bf16(v[i]));
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    const uint32_t s = (b >> 16) & 0x8000u;
+    const int e = static_cast<int>((b >> 23) & 0xff) - 127 + 15;
+    h[i] = x == 0.0f ? static_cast<uint16_t>(s)
+                     : static_cast<uint16_t>(s | (static_cast<uint32_t>(e) << 10) | ((b >> 13) & 0x3ffu));
+  }
+  return buf(HTR_DTYPE_F16, h);
+}
+A I(int64_t i) {
+  A a;
+  a.i = i;
+  return a;
+}
+A F(double f) {
+  A a;
+  a.f = f;
+  a.is_float = true;
+  return a;
+}
+std::vector<float> rnd(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::vector<float> v(n);
+  uint32_t x = seed * 2654435761u + 12345u;
+  for (auto& y : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    y = lo + (hi - lo) * static_cast<float>(x >> 8) / static_cast<float>(1u << 24);
+  }
+  return v;
+}
+
+double as_double(htr_dtype_t d, const uint8_t* p) {
+  switch (d) {
+    case HTR_DTYPE_F32: { float f; std::memcpy(&f, p, 4); return f; }
+    case HTR_DTYPE_BF16: { uint16_t h; std::memcpy(&h, p, 2); return htr_sdk::bf16_to_f32(h); }
+    case HTR_DTYPE_F16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+      double v = e == 0 ? std::ldexp(m, -24) : (e == 31 ? INFINITY : std::ldexp(1024 + m, e - 25));
+      return (h & 0x8000) ? -v : v;
+    }
+    default: return 0;
+  }
+}
+
+// Runs `ir` on vulkan and in the interpreter; compares every buffer.
+void check(Env& env, const std::vector<uint8_t>& bytes, std::vector<A> args, std::array<uint32_t, 3> grid,
+           std::vector<htr_kernel_scalar_t> spec = {}) {
+  ir::Kernel k;
+  REQUIRE(ir::read(bytes.data(), bytes.size(), &k).ok());
+  ir::Analysis an;
+  REQUIRE(ir::verify(k, &an).ok());
+  REQUIRE(k.args.size() == args.size());
+  // Interpreter on host copies.
+  std::vector<ir::Specialization> sp(k.args.size());
+  for (const auto& s : spec) {
+    sp[s.arg_index].set = true;
+    sp[s.arg_index].i = s.i;
+    sp[s.arg_index].f = s.f;
+  }
+  std::vector<std::vector<uint8_t>> host(args.size());
+  std::vector<ir::InterpArg> iargs(args.size());
+  std::vector<ir::InterpBuffer> ibufs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].ptr) {
+      host[i] = args[i].bytes;
+      iargs[i].ptr = reinterpret_cast<uintptr_t>(host[i].data());
+      ibufs.push_back({iargs[i].ptr, host[i].size(), false});
+    } else {
+      iargs[i].i = args[i].i;
+      iargs[i].f = args[i].f;
+    }
+  }
+  ir::Interpreter interp(k, an, sp);
+  const int64_t total = static_cast<int64_t>(grid[0]) * grid[1] * grid[2];
+  const ir::Status ist = interp.run(iargs, ibufs, grid.data(), 0, total);
+  INFO(ist.message);
+  REQUIRE(ist.ok());
+  // Vulkan.
+  std::vector<htr_tensor_t*> ts(args.size(), nullptr);
+  std::vector<htr_kernel_launch_arg_t> largs(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].ptr) {
+      ts[i] = env.bytes_tensor(args[i].bytes);
+      largs[i].kind = HTR_KERNEL_ARG_TENSOR;
+      largs[i].tensor = ts[i];
+    } else {
+      largs[i].kind = args[i].is_float ? HTR_KERNEL_ARG_FLOAT : HTR_KERNEL_ARG_INT;
+      largs[i].i = args[i].i;
+      largs[i].f = args[i].f;
+    }
+  }
+  htr_kernel_compile_options_t o{};
+  o.struct_size = sizeof o;
+  o.specializations = spec.data();
+  o.num_specializations = static_cast<uint32_t>(spec.size());
+  htr_kernel_t* kern = nullptr;
+  htr_status_t s = htr_kernel_compile(env.dev, bytes.data(), bytes.size(), &o, &kern);
+  INFO(k.name << ": " << msg(s));
+  REQUIRE(s == nullptr);
+  s = htr_kernel_launch(nullptr, kern, grid.data(), largs.data(), static_cast<uint32_t>(largs.size()));
+  INFO(msg(s));
+  REQUIRE(s == nullptr);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].ptr) continue;
+    const std::vector<uint8_t> got = env.read_bytes(ts[i], host[i].size());
+    const htr_dtype_t d = args[i].dtype;
+    INFO(k.name << " argument " << i << " (" << k.args[i].name << ")");
+    if (d == HTR_DTYPE_F32 || d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16) {
+      const size_t es = d == HTR_DTYPE_F32 ? 4 : 2;
+      double num = 0, den = 0;
+      size_t nan_mismatch = 0;
+      for (size_t e = 0; e + es <= got.size(); e += es) {
+        const double g = as_double(d, &got[e]), r = as_double(d, &host[i][e]);
+        if (std::isnan(g) || std::isnan(r)) {
+          nan_mismatch += std::isnan(g) != std::isnan(r);
+          continue;
+        }
+        num += (g - r) * (g - r);
+        den += r * r;
+      }
+      CHECK(nan_mismatch == 0);
+      const double nmse = den > 0 ? num / den : num;
+      CHECK(nmse <= (d == HTR_DTYPE_F32 ? 1e-7 : 1e-5));
+    } else {
+      CHECK(got == host[i]);
+    }
+  }
+  htr_kernel_destroy(kern);
+  for (auto* t : ts) htr_tensor_release(t);
+}
+
+void built(const Status& st) {
+  INFO(st.message);
+  REQUIRE(st.message.empty());
+}
+
+}  // namespace
+
+TEST_CASE("vulkan: DSL matmul matches the interpreter (odd shapes, strides, 16-bit)", "[vulkan-kernels]") {
+  Env env;
+  for (htr_dtype_t dt : {HTR_DTYPE_F32, HTR_DTYPE_BF16, HTR_DTYPE_F16}) {
+    MatmulConfig cfg;
+    cfg.bm = 8;  // small tiles: lavapipe's compile time grows steeply with them
+    cfg.bn = 8;
+    cfg.bk = 8;
+    cfg.dtype = dt;
+    std::vector<uint8_t> ir;
+    built(BuildMatmul(cfg, &ir));
+    const int M = 37, N = 45, K = 29;
+    auto mk = [&](std::vector<float> v) { return dt == HTR_DTYPE_F32 ? f32(v) : (dt == HTR_DTYPE_BF16 ? bf16(v) : f16(v)); };
+    // B stored transposed ([N,K]) to exercise strides.
+    check(env, ir,
+          {mk(rnd(M * K, 1)), mk(rnd(K * N, 2)), mk(std::vector<float>(M * N, -7.0f)), I(M), I(N), I(K), I(K), I(1),
+           I(1), I(K), I(N), I(1)},
+          {(N + 7) / 8, (M + 7) / 8, 1});
+  }
+}
+
+TEST_CASE("vulkan: matmul with specialized shapes, larger tiles", "[vulkan-kernels]") {
+  Env env;
+  MatmulConfig cfg;
+  cfg.bm = 16;
+  cfg.bn = 8;
+  cfg.bk = 4;
+  std::vector<uint8_t> ir;
+  built(BuildMatmul(cfg, &ir));
+  const int M = 70, N = 66, K = 50;
+  std::vector<htr_kernel_scalar_t> spec;
+  const int64_t vals[] = {M, N, K, K, 1, N, 1, N, 1};
+  for (uint32_t i = 0; i < 9; ++i) spec.push_back(htr_kernel_scalar_t{3 + i, 0, vals[i], 0});
+  check(env, ir,
+        {f32(rnd(M * K, 3)), f32(rnd(K * N, 4)), f32(std::vector<float>(M * N, 0)), I(M), I(N), I(K), I(K), I(1), I(N),
+         I(1), I(N), I(1)},
+        {(N + 7) / 8, (M + 15) / 16, 1}, spec);
+}
+
+TEST_CASE("vulkan: elementwise kernels match the interpreter", "[vulkan-kernels]") {
+  Env env;
+  const int n = 1000;
+  for (BinaryOp op : {BinaryOp::kAdd, BinaryOp::kSub, BinaryOp::kMul, BinaryOp::kDiv, BinaryOp::kMax, BinaryOp::kMin}) {
+    std::vector<uint8_t> ir;
+    built(BuildBinary(op, HTR_DTYPE_F32, 256, &ir));
+    std::vector<float> y = rnd(n, 6);
+    y[3] = NAN;  // max/min propagate NaN
+    check(env, ir, {f32(rnd(n, 5)), f32(y), f32(std::vector<float>(n, 0)), I(n)}, {(n + 255) / 256, 1, 1});
+  }
+  for (UnaryOp op : {UnaryOp::kNeg, UnaryOp::kExp, UnaryOp::kLog, UnaryOp::kSqrt, UnaryOp::kRsqrt, UnaryOp::kTanh,
+                     UnaryOp::kRelu, UnaryOp::kGelu, UnaryOp::kSigmoid}) {
+    std::vector<uint8_t> ir;
+    built(BuildUnary(op, HTR_DTYPE_F32, 128, &ir));
+    const bool pos = op == UnaryOp::kLog || op == UnaryOp::kSqrt || op == UnaryOp::kRsqrt;
+    check(env, ir, {f32(rnd(n, 7, pos ? 0.01f : -3.0f, 3.0f)), f32(std::vector<float>(n, 0)), I(n)},
+          {(n + 127) / 128, 1, 1});
+  }
+  std::vector<uint8_t> ir;
+  built(BuildBinary(BinaryOp::kAdd, HTR_DTYPE_BF16, 256, &ir));
+  check(env, ir, {bf16(rnd(n, 8)), bf16(rnd(n, 9)), bf16(std::vector<float>(n, 0)), I(n)}, {(n + 255) / 256, 1, 1});
+}
+
+TEST_CASE("vulkan: softmax, reductions, layernorm match the interpreter", "[vulkan-kernels]") {
+  Env env;
+  const int rows = 7, cols = 100, stride = 104;
+  std::vector<uint8_t> ir;
+  built(BuildSoftmax(HTR_DTYPE_F32, 128, &ir));
+  check(env, ir, {f32(rnd(rows * stride, 10, -4, 4)), f32(std::vector<float>(rows * stride, 0)), I(rows), I(cols),
+                  I(stride), I(stride)},
+        {rows, 1, 1});
+  for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMax}) {
+    built(BuildReduceRows(kind, HTR_DTYPE_F32, 32, &ir));
+    check(env, ir, {f32(rnd(rows * stride, 11)), f32(std::vector<float>(rows, 0)), I(cols), I(stride)}, {rows, 1, 1});
+  }
+  built(BuildLayerNorm(HTR_DTYPE_F32, 64, &ir));
+  check(env, ir,
+        {f32(rnd(rows * stride, 12)), f32(rnd(cols, 13)), f32(rnd(cols, 14)), f32(std::vector<float>(rows * stride, 0)),
+         f32(std::vector<float>(rows, 0)), f32(std::vector<float>(rows, 0)), I(cols), I(stride), I(stride), F(1e-5)},
+        {rows, 1, 1});
+}
+
+TEST_CASE("vulkan: cross-entropy, embedding, AdamW match the interpreter", "[vulkan-kernels]") {
+  Env env;
+  const int rows = 6, cols = 77;
+  for (htr_dtype_t td : {HTR_DTYPE_I32, HTR_DTYPE_I64}) {
+    std::vector<uint8_t> ir;
+    built(BuildCrossEntropy(HTR_DTYPE_F32, td, 32, &ir));
+    A targets = td == HTR_DTYPE_I32 ? buf(td, std::vector<int32_t>{3, 76, -100, 0, 80, 5})
+                                    : buf(td, std::vector<int64_t>{3, 76, -100, 0, 80, 5});
+    check(env, ir, {f32(rnd(rows * cols, 15, -3, 3)), targets, f32(std::vector<float>(rows, 0)),
+                    f32(std::vector<float>(rows, 0)), I(cols), I(cols), I(-100)},
+          {rows, 1, 1});
+  }
+  const int vocab = 11, dim = 40, n = 5;
+  std::vector<uint8_t> ir;
+  built(BuildEmbedding(HTR_DTYPE_F32, HTR_DTYPE_I32, 16, &ir));
+  check(env, ir, {f32(rnd(vocab * dim, 16)), buf(HTR_DTYPE_I32, std::vector<int32_t>{0, 10, 3, 11, -1}),
+                  f32(std::vector<float>(n * dim, 0)), I(vocab), I(dim), I(dim), I(dim)},
+        {(dim + 15) / 16, n, 1});
+  built(BuildEmbeddingGrad(HTR_DTYPE_F32, HTR_DTYPE_I32, 16, &ir));
+  check(env, ir, {buf(HTR_DTYPE_I32, std::vector<int32_t>{0, 10, 3, 3, 99}), f32(rnd(n * dim, 17)),
+                  f32(std::vector<float>(vocab * dim, 5)), I(n), I(vocab), I(dim), I(dim), I(dim)},
+        {(dim + 15) / 16, 1, 1});
+  const int m = 300;
+  built(BuildAdamW(HTR_DTYPE_F32, 128, &ir));
+  check(env, ir,
+        {f32(rnd(m, 18)), f32(rnd(m, 19)), f32(rnd(m, 20)), f32(rnd(m, 21, 0, 1)), f32(std::vector<float>(m, 0)),
+         f32(std::vector<float>(m, 0)), f32(std::vector<float>(m, 0)), I(m), F(0.9), F(0.999), F(1e-8), F(0.99),
+         F(1e-3), F(1.2)},
+        {(m + 127) / 128, 1, 1});
+}
+
+TEST_CASE("vulkan: backward kernels match the interpreter", "[vulkan-kernels]") {
+  Env env;
+  const int n = 500, rows = 5, cols = 60;
+  std::vector<uint8_t> ir;
+  built(BuildGeluBackward(HTR_DTYPE_F32, 128, &ir));
+  check(env, ir, {f32(rnd(n, 22, -3, 3)), f32(rnd(n, 23)), f32(std::vector<float>(n, 0)), I(n)}, {(n + 127) / 128, 1, 1});
+  built(BuildSoftmaxBackward(HTR_DTYPE_F32, 64, &ir));
+  check(env, ir, {f32(rnd(rows * cols, 24, 0, 1)), f32(rnd(rows * cols, 25)), f32(std::vector<float>(rows * cols, 0)),
+                  I(cols), I(cols)},
+        {rows, 1, 1});
+  built(BuildCrossEntropyMean(HTR_DTYPE_I32, 64, &ir));
+  check(env, ir, {f32(rnd(rows, 26, 0, 3)), buf(HTR_DTYPE_I32, std::vector<int32_t>{1, -100, 2, 3, -100}),
+                  f32(std::vector<float>(1, 0)), I(rows), I(-100)},
+        {1, 1, 1});
+}
+
+TEST_CASE("vulkan: big grids are split into several dispatches", "[vulkan-kernels]") {
+  Env env;
+  std::vector<uint8_t> ir;
+  built(BuildBinary(BinaryOp::kAdd, HTR_DTYPE_F32, 1, &ir));
+  const int n = 70000;  // > 65535 programs along axis 0 on lavapipe
+  check(env, ir, {f32(rnd(n, 27)), f32(rnd(n, 28)), f32(std::vector<float>(n, 0)), I(n)}, {n, 1, 1});
+}
+
+TEST_CASE("vulkan: compile cache, bad arguments", "[vulkan-kernels]") {
+  Env env;
+  std::vector<uint8_t> ir;
+  built(BuildUnary(UnaryOp::kExp, HTR_DTYPE_F32, 64, &ir));
+  htr_kernel_t* k1 = nullptr;
+  htr_kernel_t* k2 = nullptr;
+  REQUIRE(htr_kernel_compile(env.dev, ir.data(), ir.size(), nullptr, &k1) == nullptr);
+  REQUIRE(htr_kernel_compile(env.dev, ir.data(), ir.size(), nullptr, &k2) == nullptr);
+  htr_kernel_compile_info_t info{};
+  info.struct_size = sizeof info;
+  REQUIRE(htr_kernel_compile_info(k2, &info) == nullptr);
+  CHECK(info.cache_hit == 1);
+  CHECK(std::string(info.backend) == "glsl-spirv");
+  // Wrong argument count and kinds are rejected before anything runs.
+  const uint32_t grid[3] = {1, 1, 1};
+  htr_kernel_launch_arg_t a{};
+  a.kind = HTR_KERNEL_ARG_INT;
+  htr_status_t s = htr_kernel_launch(nullptr, k1, grid, &a, 1);
+  CHECK(htr_status_code(s) == HTR_STATUS_INVALID_ARGUMENT);
+  htr_status_free(s);
+  // Garbage IR names the problem.
+  const uint8_t junk[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  htr_kernel_t* k3 = nullptr;
+  s = htr_kernel_compile(env.dev, junk, sizeof junk, nullptr, &k3);
+  CHECK(htr_status_code(s) == HTR_STATUS_INVALID_ARGUMENT);
+  htr_status_free(s);
+  htr_kernel_destroy(k1);
+  htr_kernel_destroy(k2);
+}
