@@ -3,7 +3,17 @@
 // the caller's struct_size, so an older host gets exactly the fields it knows.
 #include "cuda_device.h"
 
+#include "cuda_blaslt.h"
+#include "cuda_comm.h"
+#include "cuda_graph.h"
+#include "cuda_kernel.h"
+#include "cuda_pool.h"
+#include "cuda_staging.h"
 #include "htr_sdk_args.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <cstdio>
 #include <cstring>
@@ -33,6 +43,19 @@ void per_sm_rates(int major, int minor, double* f32_flop_per_clk, double* bf16_f
   } else if (major == 8 || major >= 10) {  // GA10x, Ada, Blackwell: 128 FP32 lanes
     *f32_flop_per_clk = 128 * 2;
   }
+}
+
+// Capabilities that depend on libraries beyond the driver (loaded here on
+// first use, once per context).
+uint64_t optional_capabilities(htr_plugin_ctx_t* ctx) {
+  uint64_t caps = 0;
+  std::string why;
+  if (kernels_available(ctx, &why)) caps |= HTR_CAP_KERNEL_IR;
+  std::call_once(ctx->blas.once, [ctx] { ctx->blas.load(ctx->host.config("HTR_CUDA_CUBLASLT")); });
+  if (ctx->blas.ok) caps |= HTR_CAP_LIBRARY_OPS;
+  if (collectives_available(ctx, &why)) caps |= HTR_CAP_COLLECTIVES;
+  if (graphs_available(ctx)) caps |= HTR_CAP_GRAPHS;
+  return caps;
 }
 
 }  // namespace
@@ -99,7 +122,7 @@ htr_status_t device_get_properties(htr_plugin_ctx_t* ctx, uint32_t index,
   for (int t = HTR_DTYPE_F32; t < HTR_DTYPE_COUNT_; ++t) {
     p.dtype_mask |= HTR_DTYPE_BIT(t);  // storage and copies of every dtype
   }
-  p.capabilities = HTR_CAP_TIMERS;
+  p.capabilities = HTR_CAP_TIMERS | optional_capabilities(ctx);
   p.max_alloc_bytes = total;
   double f32_clk = 0;
   double bf16_clk = 0;
@@ -131,6 +154,11 @@ htr_status_t device_open(htr_plugin_ctx_t* ctx, uint32_t index,
     return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: device index %u out of range (%zu)",
                       index, ctx->devices.size());
   }
+  if (static_cast<int>(::getpid()) != ctx->init_pid)
+    return host.error(HTR_STATUS_FAILED_PRECONDITION,
+                      "cuda: this process (pid %d) was forked from the one that initialized CUDA (pid %d); "
+                      "CUDA cannot be used in a forked child (htr-conform: use --no-fork)",
+                      static_cast<int>(::getpid()), ctx->init_pid);
   const Driver& d = ctx->drv;
   const CUdevice dev = ctx->devices[index];
   size_t total = 0;
@@ -155,6 +183,23 @@ htr_status_t device_open(htr_plugin_ctx_t* ctx, uint32_t index,
   h->cu_device = dev;
   h->cu_context = cu_ctx;
   h->total_memory = total;
+  h->cc_major = attribute(d, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  h->cc_minor = attribute(d, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  uint64_t cap = total / 4;
+  if (const char* v = host.config("HTR_CUDA_POOL_CACHE_MIB"); v != nullptr && *v != '\0')
+    cap = std::strtoull(v, nullptr, 10) << 20;
+  uint32_t staging_chunks = 16;  // 64 MiB of 4 MiB chunks
+  if (const char* v = host.config("HTR_CUDA_STAGING_MIB"); v != nullptr && *v != '\0')
+    staging_chunks = static_cast<uint32_t>(std::strtoul(v, nullptr, 10) / 4);
+  h->pool.reset(new (std::nothrow) Pool(h, cap));
+  h->staging.reset(new (std::nothrow) Staging(h, staging_chunks));
+  if (h->pool == nullptr || h->staging == nullptr) {
+    h->pool.reset();
+    h->staging.reset();
+    delete h;
+    d.cuDevicePrimaryCtxRelease_v2(dev);
+    return host.error(HTR_STATUS_OUT_OF_MEMORY, "cuda: cannot allocate a device handle");
+  }
   *out_device = h;
   return nullptr;
 }
@@ -163,6 +208,11 @@ void device_close(htr_plugin_device_t* device) {
   if (device == nullptr) {
     return;
   }
+  // Library state, cached blocks and staging chunks go first, while the
+  // context is still retained.
+  device->blas.reset();
+  device->pool.reset();
+  device->staging.reset();
   // A lost device's release may fail; the handle goes either way.
   const CUresult r = device->drv().cuDevicePrimaryCtxRelease_v2(device->cu_device);
   if (r != CUDA_SUCCESS) {

@@ -21,6 +21,15 @@
 #include "cuda_plugin.h"
 
 #include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace htr_cuda {
+class Pool;
+class Staging;
+struct BlasState;
+}  // namespace htr_cuda
 
 struct htr_plugin_device_s {
   htr_plugin_ctx_t* ctx;  // lives until shutdown
@@ -29,6 +38,14 @@ struct htr_plugin_device_s {
   htr_cuda::CUcontext cu_context;  // primary context, retained while open
   uint64_t total_memory;           // cuDeviceTotalMem
   std::atomic<bool> lost{false};   // set by the first sticky error
+  int cc_major = 0, cc_minor = 0;  // compute capability
+  // Created by device_open, destroyed by device_close before the context is
+  // released (the host has destroyed buffers, streams and events by then).
+  std::unique_ptr<htr_cuda::Pool> pool;        // cuda_pool.h
+  std::unique_ptr<htr_cuda::Staging> staging;  // cuda_staging.h
+  std::unique_ptr<htr_cuda::BlasState> blas;   // cuda_blaslt.h (lazy)
+  std::mutex peer_mu;                          // guards peers_enabled
+  std::vector<htr_cuda::CUcontext> peers_enabled;  // cuCtxEnablePeerAccess done
   const htr_sdk::Host& host() const { return ctx->host; }
   const htr_cuda::Driver& drv() const { return ctx->drv; }
 };

@@ -43,6 +43,17 @@ struct CUevent_st;
 using CUcontext = CUctx_st*;
 using CUstream = CUstream_st*;
 using CUevent = CUevent_st*;
+struct CUmod_st;
+struct CUfunc_st;
+struct CUgraph_st;
+struct CUgraphExec_st;
+struct CUgraphNode_st;
+using CUmodule = CUmod_st*;
+using CUfunction = CUfunc_st*;
+using CUgraph = CUgraph_st*;
+using CUgraphExec = CUgraphExec_st*;
+using CUgraphNode = CUgraphNode_st*;
+using CUhostFn = void (*)(void* user_data);
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
@@ -63,6 +74,10 @@ constexpr CUresult CUDA_ERROR_MISALIGNED_ADDRESS = 716;
 constexpr CUresult CUDA_ERROR_INVALID_ADDRESS_SPACE = 717;
 constexpr CUresult CUDA_ERROR_INVALID_PC = 718;
 constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
+constexpr CUresult CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704;
+constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
+constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901;
 
 // CUdevice_attribute values.
 constexpr int CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13;  // kHz
@@ -74,9 +89,17 @@ constexpr int CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH = 37;  // bits
 constexpr int CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+
+constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x1;
+constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
+constexpr int CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3;
+constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
 
 constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 constexpr unsigned CU_EVENT_DEFAULT = 0x0;
+constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
 
 // The resolved entry points. Required unless marked optional.
 struct Driver {
@@ -118,6 +141,34 @@ struct Driver {
   // fallback for older drivers. At least one must resolve.
   CUresult (*cuEventElapsedTime_v2)(float* ms, CUevent start, CUevent end);
   CUresult (*cuEventElapsedTime)(float* ms, CUevent start, CUevent end);
+  CUresult (*cuCtxSynchronize)(void);
+
+  // ---- optional from here: their features degrade (or are absent) when
+  // the driver lacks them; checked where used ----
+  // Pinned host staging (cuda_staging.h).
+  CUresult (*cuMemHostAlloc)(void** pp, size_t bytes, unsigned flags);
+  CUresult (*cuMemFreeHost)(void* p);
+  CUresult (*cuLaunchHostFunc)(CUstream stream, CUhostFn fn, void* user_data);
+  // Peer access between devices of the plugin.
+  CUresult (*cuDeviceCanAccessPeer)(int* can, CUdevice dev, CUdevice peer);
+  CUresult (*cuCtxEnablePeerAccess)(CUcontext peer, unsigned flags);
+  // Modules and launches (kernel IR through NVRTC).
+  CUresult (*cuModuleLoadData)(CUmodule* module, const void* image);
+  CUresult (*cuModuleGetFunction)(CUfunction* fn, CUmodule module, const char* name);
+  CUresult (*cuModuleUnload)(CUmodule module);
+  CUresult (*cuFuncGetAttribute)(int* value, int attrib, CUfunction fn);
+  CUresult (*cuLaunchKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shared_bytes, CUstream stream,
+                             void** params, void** extra);
+  // Graph capture and replay (cuda_graph.h).
+  CUresult (*cuStreamBeginCapture_v2)(CUstream stream, int mode);
+  CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph* graph);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec* exec, CUgraph graph,
+                                          unsigned long long flags);  // NOLINT(runtime/int)
+  CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
+  CUresult (*cuGraphDestroy)(CUgraph graph);
+  CUresult (*cuGraphGetNodes)(CUgraph graph, CUgraphNode* nodes, size_t* count);
 };
 
 bool load_driver(const char* library, htr_sdk::DynLib* lib, Driver* drv, std::string* why);

@@ -2,6 +2,7 @@
 // an OUT_OF_MEMORY status and never reaches the driver.
 #include "cuda_memory.h"
 
+#include "cuda_pool.h"
 #include "htr_sdk_args.h"
 
 #include <cstdio>
@@ -29,18 +30,16 @@ htr_status_t buffer_alloc(htr_plugin_device_t* device, uint64_t size, uint64_t a
   }
   HTR_SDK_RETURN_IF_ERROR(make_current(device));
   CUdeviceptr base = 0;
-  char what[96];
-  std::snprintf(what, sizeof what, "cuMemAlloc of %llu bytes",
-                static_cast<unsigned long long>(bytes));
-  HTR_SDK_RETURN_IF_ERROR(
-      cu_status(device, device->drv().cuMemAlloc_v2(&base, static_cast<size_t>(bytes)), what));
+  uint64_t cls = 0;
+  HTR_SDK_RETURN_IF_ERROR(device->pool->alloc(bytes, &base, &cls));
   auto* buf = new (std::nothrow) htr_plugin_buffer_s{};
   if (buf == nullptr) {
-    device->drv().cuMemFree_v2(base);
+    device->pool->release(base, cls);
     return host.error(HTR_STATUS_OUT_OF_MEMORY, "cuda: cannot allocate a buffer handle");
   }
   buf->device = device;
   buf->base = base;
+  buf->size_class = cls;
   buf->ptr = (base + (align - 1)) & ~static_cast<CUdeviceptr>(align - 1);
   buf->size = size;
   *out_buffer = buf;
@@ -56,7 +55,7 @@ void buffer_free(htr_plugin_device_t* device, htr_plugin_buffer_t* buffer) {
   // On a lost device the memory goes with the context; only the handle is
   // ours to free.
   if (bind_for_cleanup(owner)) {
-    log_failure(owner, owner->drv().cuMemFree_v2(buffer->base), "cuMemFree");
+    owner->pool->release(buffer->base, buffer->size_class);
   }
   delete buffer;
 }

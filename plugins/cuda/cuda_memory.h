@@ -1,7 +1,9 @@
 /*
- * cuda_memory.h — buffers of the cuda plugin: device memory from cuMemAlloc
- * in the device's primary context. Not host-accessible (buffer_host_ptr is
- * UNIMPLEMENTED after its argument checks).
+ * cuda_memory.h — buffers of the cuda plugin: device memory in the device's
+ * primary context, from the device's caching pool over cuMemAlloc
+ * (cuda_pool.h: size classes, fenced reuse, flush-and-retry on out of
+ * memory). Not host-accessible (buffer_host_ptr is UNIMPLEMENTED after its
+ * argument checks).
  *
  * Alignment: cuMemAlloc returns at least 256-byte aligned memory; a larger
  * requested alignment over-allocates by alignment-1 bytes and rounds the
@@ -11,8 +13,8 @@
  * OUT_OF_MEMORY too.
  *
  * Ownership: a buffer is owned by the plugin from buffer_alloc until
- * buffer_free (which frees the memory with cuMemFree; the driver waits for
- * work using it to finish).
+ * buffer_free, which returns its block to the pool behind a fence (the block
+ * is reused only after work enqueued before the free has completed).
  */
 #ifndef HTR_CUDA_MEMORY_H_
 #define HTR_CUDA_MEMORY_H_
@@ -21,7 +23,8 @@
 
 struct htr_plugin_buffer_s {
   htr_plugin_device_t* device;  // owner
-  htr_cuda::CUdeviceptr base;   // what cuMemAlloc returned (freed)
+  htr_cuda::CUdeviceptr base;   // block from the device's Pool (released)
+  uint64_t size_class;          // the block's size class (Pool::size_class)
   htr_cuda::CUdeviceptr ptr;    // base rounded up to the alignment
   uint64_t size;                // bytes the caller asked for
 };

@@ -1,8 +1,9 @@
 /*
- * cuda_ops.h — library ops of the cuda plugin: none yet (cuBLASLt matmul is
- * issue 8's next step). Both entries return UNIMPLEMENTED, which the host
- * treats like a NULL entry (the op runs on another device or the reference
- * kernel); HTR_CAP_LIBRARY_OPS is not advertised.
+ * cuda_ops.h — library ops of the cuda plugin: `matmul` (abi/OPS.md) through
+ * cuBLASLt (cuda_blaslt.h), score 100. Any other op is UNIMPLEMENTED, which
+ * the host treats like a NULL entry (the op runs elsewhere). Devices
+ * advertise HTR_CAP_LIBRARY_OPS when cuBLASLt loads; without it every query
+ * is UNIMPLEMENTED naming why.
  */
 #ifndef HTR_CUDA_OPS_H_
 #define HTR_CUDA_OPS_H_

@@ -3,10 +3,15 @@
 // explains why, so the loader keeps it listed with its reason.
 #include "cuda_plugin.h"
 
+#include "cuda_comm.h"
 #include "cuda_device.h"
+#include "cuda_graph.h"
+#include "cuda_kernel.h"
 #include "cuda_memory.h"
 #include "cuda_ops.h"
 #include "cuda_stream.h"
+
+#include <unistd.h>
 
 #include <memory>
 
@@ -67,6 +72,7 @@ htr_status_t init(const htr_host_api_t* host, htr_plugin_ctx_t** out_ctx) {
   return htr_sdk::guard(h, [&]() -> htr_status_t {
     auto ctx = std::make_unique<htr_plugin_ctx_s>();  // freed if discover throws
     ctx->host = h;
+    ctx->init_pid = static_cast<int>(::getpid());
     discover(ctx.get());
     if (ctx->devices.empty()) {
       h.log(HTR_LOG_INFO, "0 devices: %s", ctx->unavailable.c_str());
@@ -124,7 +130,11 @@ htr_plugin_api_t make_table() {
   t.fill = fill;
   t.op_query = op_query;
   t.op_launch = op_launch;
-  // Kernel IR entries (v1.1) stay NULL until NVRTC lowering lands.
+  t.kernel_compile = kernel_compile;
+  t.kernel_destroy = kernel_destroy;
+  t.kernel_launch = kernel_launch;
+  fill_comm_entries(&t);
+  fill_graph_entries(&t);
   return t;
 }
 

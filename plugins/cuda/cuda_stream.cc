@@ -4,10 +4,14 @@
 #include "cuda_stream.h"
 
 #include "cuda_memory.h"
+#include "cuda_pool.h"
+#include "cuda_staging.h"
 
 #include "htr_sdk_args.h"
 
 #include <cmath>
+#include <mutex>
+#include <utility>
 #include <new>
 
 namespace htr_cuda {
@@ -21,6 +25,29 @@ htr_status_t same_context(const htr_sdk::Host& host, htr_plugin_device_t* a,
                       a->index, b->index);
   }
   return nullptr;
+}
+
+// Peer access lets cuMemcpyPeerAsync use NVLink/PCIe directly instead of
+// staging through the host; tried once per (device, peer) pair, in both
+// directions. Failure only costs speed.
+void enable_peer(htr_plugin_device_t* dev, htr_plugin_device_t* peer) {
+  const Driver& d = dev->drv();
+  if (d.cuDeviceCanAccessPeer == nullptr || d.cuCtxEnablePeerAccess == nullptr) return;
+  for (auto [a, b] : {std::pair{dev, peer}, std::pair{peer, dev}}) {
+    std::lock_guard<std::mutex> lock(a->peer_mu);
+    bool known = false;
+    for (CUcontext c : a->peers_enabled) known = known || c == b->cu_context;
+    if (known) continue;
+    a->peers_enabled.push_back(b->cu_context);
+    int can = 0;
+    if (d.cuDeviceCanAccessPeer(&can, a->cu_device, b->cu_device) != CUDA_SUCCESS || !can) continue;
+    if (d.cuCtxSetCurrent(a->cu_context) != CUDA_SUCCESS) continue;
+    const CUresult r = d.cuCtxEnablePeerAccess(b->cu_context, 0);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+      a->host().log(HTR_LOG_DEBUG, "cuda:%u -> cuda:%u: no peer access: %s", a->index, b->index,
+                    error_text(&d, r).c_str());
+  }
+  d.cuCtxSetCurrent(dev->cu_context);
 }
 
 }  // namespace
@@ -40,6 +67,7 @@ htr_status_t stream_create(htr_plugin_device_t* device, htr_plugin_stream_t** ou
     device->drv().cuStreamDestroy_v2(s);
     return host.error(HTR_STATUS_OUT_OF_MEMORY, "cuda: cannot allocate a stream handle");
   }
+  device->pool->add_stream(h);
   *out_stream = h;
   return nullptr;
 }
@@ -49,8 +77,17 @@ void stream_destroy(htr_plugin_stream_t* stream) {
     return;
   }
   htr_plugin_device_t* dev = stream->device;
+  dev->pool->remove_stream(stream);
   if (bind_for_cleanup(dev)) {
+    if (stream->capturing.load()) {
+      // Abandoned capture: end it so the stream can be destroyed.
+      CUgraph g = nullptr;
+      if (dev->drv().cuStreamEndCapture != nullptr &&
+          dev->drv().cuStreamEndCapture(stream->cu_stream, &g) == CUDA_SUCCESS && g != nullptr)
+        dev->drv().cuGraphDestroy(g);
+    }
     log_failure(dev, dev->drv().cuStreamSynchronize(stream->cu_stream), "cuStreamSynchronize");
+    if (stream->workspace != 0) dev->pool->release(stream->workspace, stream->workspace_class);
     log_failure(dev, dev->drv().cuStreamDestroy_v2(stream->cu_stream), "cuStreamDestroy");
   }
   delete stream;
@@ -201,10 +238,17 @@ htr_status_t copy_host_to_device(htr_plugin_stream_t* stream, const void* src,
     return nullptr;
   }
   htr_plugin_device_t* dev = stream->device;
+  if (dst->device->cu_context != dev->cu_context)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: copy to cuda:%u on a stream of cuda:%u",
+                      dst->device->index, dev->index);
   HTR_SDK_RETURN_IF_ERROR(make_current(dev));
+  uint64_t done = 0;
+  HTR_SDK_RETURN_IF_ERROR(dev->staging->to_device(stream, src, dst->ptr + dst_offset, size, &done));
+  if (done == size) return nullptr;
   return cu_status(dev,
-                   dev->drv().cuMemcpyHtoDAsync_v2(dst->ptr + dst_offset, src,
-                                                   static_cast<size_t>(size), stream->cu_stream),
+                   dev->drv().cuMemcpyHtoDAsync_v2(dst->ptr + dst_offset + done,
+                                                   static_cast<const char*>(src) + done,
+                                                   static_cast<size_t>(size - done), stream->cu_stream),
                    "cuMemcpyHtoDAsync");
 }
 
@@ -221,10 +265,17 @@ htr_status_t copy_device_to_host(htr_plugin_stream_t* stream, htr_plugin_buffer_
     return nullptr;
   }
   htr_plugin_device_t* dev = stream->device;
+  if (src->device->cu_context != dev->cu_context)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: copy from cuda:%u on a stream of cuda:%u",
+                      src->device->index, dev->index);
   HTR_SDK_RETURN_IF_ERROR(make_current(dev));
+  uint64_t done = 0;
+  HTR_SDK_RETURN_IF_ERROR(dev->staging->to_host(stream, src->ptr + src_offset, dst, size, &done));
+  if (done == size) return nullptr;
   return cu_status(dev,
-                   dev->drv().cuMemcpyDtoHAsync_v2(dst, src->ptr + src_offset,
-                                                   static_cast<size_t>(size), stream->cu_stream),
+                   dev->drv().cuMemcpyDtoHAsync_v2(static_cast<char*>(dst) + done,
+                                                   src->ptr + src_offset + done,
+                                                   static_cast<size_t>(size - done), stream->cu_stream),
                    "cuMemcpyDtoHAsync");
 }
 
@@ -252,6 +303,7 @@ htr_status_t copy_device_to_device(htr_plugin_stream_t* stream, htr_plugin_buffe
     return cu_status(dev, d.cuMemcpyDtoDAsync_v2(t, s, n, stream->cu_stream),
                      "cuMemcpyDtoDAsync");
   }
+  enable_peer(dev, src->device == dev ? dst->device : src->device);
   if (d.cuMemcpyPeerAsync == nullptr) {
     return host.error(HTR_STATUS_UNIMPLEMENTED,
                       "cuda: the driver has no cuMemcpyPeerAsync for cuda:%u -> cuda:%u",

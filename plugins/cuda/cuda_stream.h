@@ -12,11 +12,14 @@
  * 0.5 us). An event and the stream it is recorded on or waited from must
  * share a CUDA context (same device), else INVALID_ARGUMENT.
  *
- * Copies are cuMemcpy*Async on the stream. Host memory may be pageable: the
- * ABI keeps it valid until synchronization (for pageable memory the driver
- * stages it, which can make the call itself synchronous). Device-to-device
- * copies between two devices of the plugin use cuMemcpyPeerAsync. Ranges are
- * checked before anything is enqueued; size 0 is a no-op.
+ * Copies are cuMemcpy*Async on the stream. Host copies go through the
+ * device's pinned staging chunks (cuda_staging.h), which keeps both
+ * directions asynchronous; what does not fit goes through the driver's
+ * pageable path. Device-to-device copies between two devices of the plugin
+ * use cuMemcpyPeerAsync, after enabling peer access once per pair where the
+ * hardware allows it. Ranges are checked before anything is enqueued; size 0
+ * is a no-op. Streams register with the device pool (fences) and carry a
+ * lazily allocated cuBLASLt workspace and a `capturing` flag (cuda_graph.h).
  *
  * Ownership: stream/event handles are owned by the plugin from *_create to
  * *_destroy.
@@ -31,6 +34,9 @@
 struct htr_plugin_stream_s {
   htr_plugin_device_t* device;
   htr_cuda::CUstream cu_stream;
+  std::atomic<bool> capturing{false};  // between graph_capture_begin and _end
+  htr_cuda::CUdeviceptr workspace = 0;  // cuBLASLt workspace (lazy, freed at destroy)
+  uint64_t workspace_class = 0;         // its pool size class
   const htr_sdk::Host& host() const { return device->host(); }
 };
 

@@ -1,0 +1,399 @@
+// matmul through cuBLASLt (see cuda_blaslt.h). Enum values below are from
+// CUDA 13.0's cublasLt.h / cublas_api.h / library_types.h (stable since
+// cuBLASLt 11).
+#include "cuda_blaslt.h"
+
+#include "cuda_device.h"
+#include "cuda_memory.h"
+#include "cuda_pool.h"
+#include "cuda_stream.h"
+#include "htr_sdk_args.h"
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace htr_cuda {
+
+namespace {
+
+// library_types.h / cublas_api.h / cublasLt.h
+constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
+constexpr int CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
+constexpr int CUBLAS_OP_N = 0, CUBLAS_OP_T = 1;
+constexpr int DESC_TRANSA = 3, DESC_TRANSB = 4;
+constexpr int LAYOUT_BATCH_COUNT = 5, LAYOUT_STRIDED_BATCH_OFFSET = 6;
+constexpr int PREF_MAX_WORKSPACE_BYTES = 1;
+constexpr int PREF_MIN_ALIGNMENT_A = 5;  // B, C, D follow
+constexpr uint64_t kWorkspaceBytes = uint64_t{32} << 20;
+
+struct HeuristicResult {  // cublasLtMatmulHeuristicResult_t
+  uint64_t algo[8];
+  size_t workspace_size;
+  int state;
+  float waves;
+  int reserved[4];
+};
+
+const htr_sdk::Symbol kSymbols[] = {
+    HTR_SDK_SYMBOL(BlasApi, cublasLtCreate, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtDestroy, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtGetVersion, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatmulDescCreate, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatmulDescDestroy, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatmulDescSetAttribute, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatrixLayoutCreate, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatrixLayoutDestroy, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatrixLayoutSetAttribute, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatmulPreferenceCreate, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatmulPreferenceDestroy, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatmulPreferenceSetAttribute, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatmulAlgoGetHeuristic, true),
+    HTR_SDK_SYMBOL(BlasApi, cublasLtMatmul, true),
+};
+
+htr_status_code_t blas_code(int r) {
+  switch (r) {
+    case 3: return HTR_STATUS_OUT_OF_MEMORY;
+    case 7: return HTR_STATUS_INVALID_ARGUMENT;
+    case 8: case 15: return HTR_STATUS_UNIMPLEMENTED;
+    default: return HTR_STATUS_INTERNAL;
+  }
+}
+
+// One operand's matrix: the last two dims and how they map to a
+// column-major layout; batch count and stride (0: broadcast).
+struct Mat {
+  int64_t r = 0, c = 0;      // logical tensor dims (last two)
+  bool row_major = true;     // inner dim contiguous
+  int64_t ld = 0;
+  int64_t batch = 1;         // product of batch dims (1 when none)
+  int64_t batch_stride = 0;  // elements
+  uint32_t batch_rank = 0;
+};
+
+bool describe(const htr_plugin_tensor_t& t, Mat* m, std::string* why) {
+  if (t.rank < 2) {
+    *why = "rank < 2";
+    return false;
+  }
+  const uint32_t n = t.rank;
+  m->r = t.shape[n - 2];
+  m->c = t.shape[n - 1];
+  const int64_t s0 = t.strides[n - 2], s1 = t.strides[n - 1];
+  if (s1 == 1 || m->c == 1) {
+    m->row_major = true;
+    m->ld = m->c == 1 && s1 != 1 ? s1 : s0;
+    if (m->r <= 1) m->ld = m->c;
+    if (m->ld < m->c) m->ld = m->c;
+  } else if (s0 == 1 || m->r == 1) {
+    m->row_major = false;
+    m->ld = s1 < m->r ? m->r : s1;
+  } else {
+    *why = "neither of the last two dims has stride 1";
+    return false;
+  }
+  m->batch_rank = n - 2;
+  m->batch = 1;
+  for (uint32_t i = 0; i < n - 2; ++i) m->batch *= t.shape[i];
+  m->batch_stride = 0;
+  if (n > 2) {
+    // Batch dims must flatten to one stride.
+    for (uint32_t i = 0; i + 1 < n - 2; ++i)
+      if (t.shape[i] > 1 && t.strides[i] != t.strides[i + 1] * t.shape[i + 1]) {
+        *why = "batch dims do not flatten to one stride";
+        return false;
+      }
+    m->batch_stride = t.strides[n - 3];
+  }
+  return true;
+}
+
+int cuda_type(htr_dtype_t d) {
+  switch (d) {
+    case HTR_DTYPE_F32: return CUDA_R_32F;
+    case HTR_DTYPE_F16: return CUDA_R_16F;
+    case HTR_DTYPE_BF16: return CUDA_R_16BF;
+    default: return -1;
+  }
+}
+
+struct Problem {
+  Mat a, b, c;
+  bool trans_a = false, trans_b = false;
+  int64_t M = 0, N = 0, K = 0, batch = 1;
+  htr_dtype_t in = HTR_DTYPE_INVALID, out = HTR_DTYPE_INVALID;
+  bool tf32 = false;
+  float alpha = 1, beta = 0;
+};
+
+// Checks `desc` against OPS.md's matmul and what cuBLASLt takes. On
+// UNIMPLEMENTED/INVALID_ARGUMENT returns the status.
+htr_status_t analyze(const htr_sdk::Host& host, const htr_op_desc_t* desc, Problem* p) {
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_op_desc(host, desc));
+  if (std::strcmp(desc->op, "matmul") != 0)
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: no library op '%s' (only matmul)", desc->op);
+  static const char* const kKnown[] = {"trans_a", "trans_b", "alpha", "beta", "impl"};
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_attr_names(host, desc, kKnown, 5));
+  if (desc->num_inputs != 2 || desc->num_outputs != 1)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul takes 2 inputs and 1 output, got %u and %u",
+                      desc->num_inputs, desc->num_outputs);
+  int64_t ta = 0, tb = 0;
+  double alpha = 1, beta = 0;
+  const char* impl = "auto";
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_int(host, desc, "trans_a", 0, &ta));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_int(host, desc, "trans_b", 0, &tb));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_float(host, desc, "alpha", 1.0, &alpha));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_float(host, desc, "beta", 0.0, &beta));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_string(host, desc, "impl", "auto", &impl));
+  p->trans_a = ta != 0;
+  p->trans_b = tb != 0;
+  p->alpha = static_cast<float>(alpha);
+  p->beta = static_cast<float>(beta);
+  const htr_plugin_tensor_t& A = desc->inputs[0];
+  const htr_plugin_tensor_t& B = desc->inputs[1];
+  const htr_plugin_tensor_t& C = desc->outputs[0];
+  p->in = A.dtype;
+  p->out = C.dtype;
+  if (B.dtype != A.dtype || cuda_type(A.dtype) < 0 ||
+      !(C.dtype == A.dtype || (A.dtype != HTR_DTYPE_F32 && C.dtype == HTR_DTYPE_F32)))
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul dtypes %d x %d -> %d (want f32, bf16 or f16 inputs)",
+                      A.dtype, B.dtype, C.dtype);
+  if (std::strcmp(impl, "auto") == 0 || std::strcmp(impl, "cublaslt") == 0) {
+    p->tf32 = false;
+  } else if (std::strcmp(impl, "tf32") == 0) {
+    if (A.dtype != HTR_DTYPE_F32)
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: impl=tf32 is for f32 inputs");
+    p->tf32 = true;
+  } else {
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul impl '%s' (known: auto, cublaslt, tf32)", impl);
+  }
+  std::string why;
+  if (!describe(A, &p->a, &why) || !describe(B, &p->b, &why) || !describe(C, &p->c, &why))
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul layout: %s", why.c_str());
+  if (!p->c.row_major || (C.strides[C.rank - 1] != 1 && p->c.c > 1))
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul output must be row-major");
+  p->M = p->trans_a ? p->a.c : p->a.r;
+  p->K = p->trans_a ? p->a.r : p->a.c;
+  const int64_t kb = p->trans_b ? p->b.c : p->b.r;
+  p->N = p->trans_b ? p->b.r : p->b.c;
+  if (kb != p->K || p->c.r != p->M || p->c.c != p->N)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cuda: matmul shapes: M=%lld K=%lld from A, K=%lld N=%lld from B, C is %lldx%lld",
+                      static_cast<long long>(p->M), static_cast<long long>(p->K), static_cast<long long>(kb),
+                      static_cast<long long>(p->N), static_cast<long long>(p->c.r), static_cast<long long>(p->c.c));
+  p->batch = p->c.batch;
+  for (const htr_plugin_tensor_t* t : {&A, &B}) {
+    if (t->rank == 2) continue;
+    if (t->rank != C.rank)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul batch dims of an input differ from C's");
+    for (uint32_t i = 0; i + 2 < C.rank; ++i)
+      if (t->shape[i] != C.shape[i])
+        return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul batch dim %u: %lld vs C's %lld", i,
+                          static_cast<long long>(t->shape[i]), static_cast<long long>(C.shape[i]));
+  }
+  if (p->M == 0 || p->N == 0 || p->batch == 0 || p->K == 0) return nullptr;  // handled at launch
+  if (p->M > INT32_MAX || p->N > INT32_MAX || p->K > INT32_MAX || p->batch > INT32_MAX)
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul dims beyond int32");
+  return nullptr;
+}
+
+uint32_t alignment_of(uint64_t addr) {
+  uint32_t a = 256;
+  while (a > 1 && (addr % a) != 0) a >>= 1;
+  return a;
+}
+
+}  // namespace
+
+struct Plan {
+  const BlasApi* api = nullptr;
+  void* op = nullptr;
+  void* la = nullptr;  // first cuBLASLt operand (from B)
+  void* lb = nullptr;  // second (from A)
+  void* lc = nullptr;
+  HeuristicResult algo{};
+  ~Plan() {
+    if (api == nullptr) return;
+    if (op) api->cublasLtMatmulDescDestroy(op);
+    for (void* l : {la, lb, lc})
+      if (l) api->cublasLtMatrixLayoutDestroy(l);
+  }
+};
+
+BlasState::~BlasState() {
+  for (auto& [k, p] : plans) delete p;
+  if (api != nullptr && handle != nullptr) api->cublasLtDestroy(handle);
+}
+
+void BlasLib::load(const char* override_name) {
+  std::string err;
+  const bool opened = override_name != nullptr && *override_name != '\0'
+                          ? lib.open({override_name}, &err)
+                          : lib.open({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, &err);
+  if (!opened) {
+    why = "cuBLASLt not found (" + err.substr(0, err.find("; ")) + ")";
+    return;
+  }
+  if (!lib.resolve(kSymbols, sizeof kSymbols / sizeof kSymbols[0], &api, &err)) {
+    why = "unusable cuBLASLt: " + err;
+    lib.close();
+    return;
+  }
+  ok = true;
+}
+
+namespace {
+
+// The device's BlasState (created on first use). NULL with a status in *st.
+BlasState* state_of(htr_plugin_device_t* dev, htr_status_t* st) {
+  htr_plugin_ctx_t* ctx = dev->ctx;
+  std::call_once(ctx->blas.once, [ctx] { ctx->blas.load(ctx->host.config("HTR_CUDA_CUBLASLT")); });
+  if (!ctx->blas.ok) {
+    *st = dev->host().error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul needs cuBLASLt: %s", ctx->blas.why.c_str());
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(dev->peer_mu);  // guards creation of dev->blas
+  if (dev->blas == nullptr) {
+    auto s = std::make_unique<BlasState>();
+    s->api = &ctx->blas.api;
+    if (int r = s->api->cublasLtCreate(&s->handle)) {
+      *st = dev->host().error(blas_code(r), "cuda:%u: cublasLtCreate failed (%d)", dev->index, r);
+      s->api = nullptr;
+      return nullptr;
+    }
+    dev->blas = std::move(s);
+  }
+  return dev->blas.get();
+}
+
+// Builds (or finds) the plan for problem `p` with operand alignments.
+htr_status_t get_plan(htr_plugin_device_t* dev, BlasState* bs, const Problem& p, const uint32_t align[4],
+                      Plan** out) {
+  char key[512];
+  std::snprintf(key, sizeof key, "%d%d%d%d|%lld,%lld,%lld,%lld|%d%d|%lld,%lld,%lld|%lld,%lld,%lld|%d%d%d|%u,%u,%u,%u",
+                p.in, p.out, p.tf32, p.beta != 0, static_cast<long long>(p.M), static_cast<long long>(p.N),
+                static_cast<long long>(p.K), static_cast<long long>(p.batch), p.trans_a, p.trans_b,
+                static_cast<long long>(p.a.ld), static_cast<long long>(p.b.ld), static_cast<long long>(p.c.ld),
+                static_cast<long long>(p.a.batch_stride), static_cast<long long>(p.b.batch_stride),
+                static_cast<long long>(p.c.batch_stride), p.a.row_major, p.b.row_major, p.c.row_major, align[0],
+                align[1], align[2], align[3]);
+  std::lock_guard<std::mutex> lock(bs->mu);
+  auto it = bs->plans.find(key);
+  if (it != bs->plans.end()) {
+    *out = it->second;
+    return nullptr;
+  }
+  const BlasApi& api = *bs->api;
+  auto plan = std::make_unique<Plan>();
+  plan->api = &api;
+  const htr_sdk::Host& host = dev->host();
+  auto fail = [&](int r, const char* what) {
+    return host.error(blas_code(r), "cuda:%u: %s failed (cuBLASLt status %d)", dev->index, what, r);
+  };
+  const int compute = p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if (int r = api.cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F)) return fail(r, "cublasLtMatmulDescCreate");
+  // First operand = op(B)^T, second = op(A)^T (column-major view of
+  // row-major C^T = B^T A^T).
+  const int32_t opa = p.b.row_major != p.trans_b ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const int32_t opb = p.a.row_major != p.trans_a ? CUBLAS_OP_N : CUBLAS_OP_T;
+  api.cublasLtMatmulDescSetAttribute(plan->op, DESC_TRANSA, &opa, sizeof opa);
+  api.cublasLtMatmulDescSetAttribute(plan->op, DESC_TRANSB, &opb, sizeof opb);
+  auto layout = [&](const Mat& m, int type, void** l) -> int {
+    const uint64_t rows = static_cast<uint64_t>(m.row_major ? m.c : m.r);
+    const uint64_t cols = static_cast<uint64_t>(m.row_major ? m.r : m.c);
+    if (int r = api.cublasLtMatrixLayoutCreate(l, type, rows, cols, m.ld)) return r;
+    if (p.batch > 1) {
+      const int32_t count = static_cast<int32_t>(p.batch);
+      const int64_t stride = m.batch_rank == 0 ? 0 : m.batch_stride;
+      api.cublasLtMatrixLayoutSetAttribute(*l, LAYOUT_BATCH_COUNT, &count, sizeof count);
+      api.cublasLtMatrixLayoutSetAttribute(*l, LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+    }
+    return 0;
+  };
+  if (int r = layout(p.b, cuda_type(p.in), &plan->la)) return fail(r, "cublasLtMatrixLayoutCreate(B)");
+  if (int r = layout(p.a, cuda_type(p.in), &plan->lb)) return fail(r, "cublasLtMatrixLayoutCreate(A)");
+  if (int r = layout(p.c, cuda_type(p.out), &plan->lc)) return fail(r, "cublasLtMatrixLayoutCreate(C)");
+  void* pref = nullptr;
+  if (int r = api.cublasLtMatmulPreferenceCreate(&pref)) return fail(r, "cublasLtMatmulPreferenceCreate");
+  const uint64_t ws = kWorkspaceBytes;
+  api.cublasLtMatmulPreferenceSetAttribute(pref, PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  // Operand order of the preference: A, B, C, D of the cuBLASLt call.
+  const uint32_t al[4] = {align[1], align[0], align[2], align[2]};
+  for (int i = 0; i < 4; ++i)
+    api.cublasLtMatmulPreferenceSetAttribute(pref, PREF_MIN_ALIGNMENT_A + i, &al[i], sizeof al[i]);
+  int count = 0;
+  const int r = api.cublasLtMatmulAlgoGetHeuristic(bs->handle, plan->op, plan->la, plan->lb, plan->lc, plan->lc,
+                                                   pref, 1, &plan->algo, &count);
+  api.cublasLtMatmulPreferenceDestroy(pref);
+  if (r != 0 || count < 1)
+    return host.error(r != 0 ? blas_code(r) : HTR_STATUS_UNIMPLEMENTED,
+                      "cuda:%u: cuBLASLt has no algorithm for this matmul (status %d)", dev->index, r);
+  *out = plan.get();
+  bs->plans.emplace(key, plan.release());
+  return nullptr;
+}
+
+}  // namespace
+
+htr_status_t matmul_query(htr_plugin_device_t* device, const htr_op_desc_t* desc, int32_t* out_score) {
+  const htr_sdk::Host& host = device->host();
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(host, out_score, "out_score"));
+  Problem p;
+  HTR_SDK_RETURN_IF_ERROR(analyze(host, desc, &p));
+  htr_status_t st = nullptr;
+  if (state_of(device, &st) == nullptr) return st;
+  *out_score = 100;  // ahead of reference (0) and generated kernels
+  return nullptr;
+}
+
+htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
+  htr_plugin_device_t* dev = stream->device;
+  const htr_sdk::Host& host = dev->host();
+  Problem p;
+  HTR_SDK_RETURN_IF_ERROR(analyze(host, desc, &p));
+  const htr_plugin_tensor_t* ts[3] = {&desc->inputs[0], &desc->inputs[1], &desc->outputs[0]};
+  uint64_t addr[3];
+  for (int i = 0; i < 3; ++i) {
+    const htr_plugin_tensor_t& t = *ts[i];
+    if (t.buffer == nullptr)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d has no buffer", i);
+    if (t.buffer->device->cu_context != dev->cu_context)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d is on cuda:%u, stream on cuda:%u", i,
+                        t.buffer->device->index, dev->index);
+    uint64_t end = 0;
+    HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, &t, &end, i == 2 ? "C" : (i ? "B" : "A")));
+    if (end > t.buffer->size)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d reaches byte %llu of a %llu-byte buffer", i,
+                        static_cast<unsigned long long>(end), static_cast<unsigned long long>(t.buffer->size));
+    addr[i] = t.buffer->ptr + t.offset;
+  }
+  HTR_SDK_RETURN_IF_ERROR(make_current(dev));
+  if (p.M == 0 || p.N == 0 || p.batch == 0) return nullptr;
+  if (p.K == 0) {
+    // C = beta * C: with beta 0, zeros (cuBLASLt rejects K = 0).
+    if (p.beta != 0.0f)
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul with K = 0 and beta != 0");
+    const htr_plugin_tensor_t& C = desc->outputs[0];
+    uint64_t end = 0;
+    HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, &C, &end, "C"));
+    return cu_status(dev, dev->drv().cuMemsetD8Async(addr[2], 0, end - C.offset, stream->cu_stream), "cuMemsetD8Async");
+  }
+  htr_status_t st = nullptr;
+  BlasState* bs = state_of(dev, &st);
+  if (bs == nullptr) return st;
+  const uint32_t align[4] = {alignment_of(addr[0]), alignment_of(addr[1]), alignment_of(addr[2]), 0};
+  Plan* plan = nullptr;
+  HTR_SDK_RETURN_IF_ERROR(get_plan(dev, bs, p, align, &plan));
+  if (stream->workspace == 0)
+    HTR_SDK_RETURN_IF_ERROR(dev->pool->alloc(kWorkspaceBytes, &stream->workspace, &stream->workspace_class));
+  const int r = bs->api->cublasLtMatmul(
+      bs->handle, plan->op, &p.alpha, reinterpret_cast<const void*>(addr[1]), plan->la,
+      reinterpret_cast<const void*>(addr[0]), plan->lb, &p.beta, reinterpret_cast<const void*>(addr[2]), plan->lc,
+      reinterpret_cast<void*>(addr[2]), plan->lc, plan->algo.algo, reinterpret_cast<void*>(stream->workspace),
+      kWorkspaceBytes, stream->cu_stream);
+  if (r != 0) return host.error(blas_code(r), "cuda:%u: cublasLtMatmul failed (status %d)", dev->index, r);
+  return nullptr;
+}
+
+}  // namespace htr_cuda

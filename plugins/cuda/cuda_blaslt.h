@@ -1,0 +1,93 @@
+/*
+ * cuda_blaslt.h — cuBLASLt, loaded with dlopen (libcublasLt.so.13, .so.12,
+ * .so; HTR_CUDA_CUBLASLT names another), and the `matmul` library op on it
+ * (abi/OPS.md).
+ *
+ * Contract:
+ *   - BlasLib::load is called once per plugin context, lazily, on the first
+ *     op_query/op_launch; a missing library makes every matmul query
+ *     UNIMPLEMENTED with the reason (the device then runs matmul elsewhere).
+ *   - matmul_query/matmul_launch implement OPS.md's matmul: A [...,M,K]
+ *     (trans_a: [...,K,M]), B [...,K,N] (trans_b: [...,N,K]), C [...,M,N];
+ *     dtypes f32 -> f32, bf16 -> bf16|f32, f16 -> f16|f32 (f16 is beyond
+ *     OPS.md's list; f32 accumulation everywhere). Batch dims equal or absent
+ *     on one side (a strided batch with stride 0 broadcasts). Each matrix's
+ *     inner dim must be contiguous (or the transposed view); C must be
+ *     row-major contiguous per matrix. `impl`: auto | cublaslt (f32 in full
+ *     fp32) | tf32 (f32 through TF32 tensor cores) — anything else is
+ *     UNIMPLEMENTED.
+ *   - Row-major C = op(A) op(B) is computed as column-major C^T = op(B)^T
+ *     op(A)^T, so no operand is copied.
+ *   - Plans (descriptors + the heuristic's first algorithm) are cached per
+ *     shape/dtype/layout key in the device's BlasState; the workspace
+ *     (32 MiB) is per stream (from the device pool), so streams never share
+ *     one.
+ *   - Epilogues (bias, GELU): OPS.md's matmul has no bias input or epilogue
+ *     attribute, so none is exposed; cuBLASLt's CUBLASLT_EPILOGUE_GELU_BIAS
+ *     is ready to be wired once OPS.md grows them.
+ */
+#ifndef HTR_CUDA_BLASLT_H_
+#define HTR_CUDA_BLASLT_H_
+
+#include <htr/htr_plugin.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "htr_sdk_dynlib.h"
+
+namespace htr_cuda {
+
+struct BlasApi {
+  using Handle = void*;
+  int (*cublasLtCreate)(Handle* h);
+  int (*cublasLtDestroy)(Handle h);
+  size_t (*cublasLtGetVersion)(void);
+  int (*cublasLtMatmulDescCreate)(void** desc, int compute_type, int scale_type);
+  int (*cublasLtMatmulDescDestroy)(void* desc);
+  int (*cublasLtMatmulDescSetAttribute)(void* desc, int attr, const void* buf, size_t size);
+  int (*cublasLtMatrixLayoutCreate)(void** layout, int type, uint64_t rows, uint64_t cols,
+                                    int64_t ld);
+  int (*cublasLtMatrixLayoutDestroy)(void* layout);
+  int (*cublasLtMatrixLayoutSetAttribute)(void* layout, int attr, const void* buf, size_t size);
+  int (*cublasLtMatmulPreferenceCreate)(void** pref);
+  int (*cublasLtMatmulPreferenceDestroy)(void* pref);
+  int (*cublasLtMatmulPreferenceSetAttribute)(void* pref, int attr, const void* buf, size_t size);
+  int (*cublasLtMatmulAlgoGetHeuristic)(Handle h, void* op, void* a, void* b, void* c, void* d,
+                                        void* pref, int requested, void* results, int* count);
+  int (*cublasLtMatmul)(Handle h, void* op, const void* alpha, const void* a, void* adesc,
+                        const void* b, void* bdesc, const void* beta, const void* c, void* cdesc,
+                        void* d, void* ddesc, const void* algo, void* workspace,
+                        size_t workspace_bytes, void* stream);
+};
+
+// Per plugin context: the library (loaded once).
+struct BlasLib {
+  std::once_flag once;
+  htr_sdk::DynLib lib;
+  BlasApi api{};
+  bool ok = false;
+  std::string why;  // when !ok
+  void load(const char* override_name);
+};
+
+struct Plan;  // cached descriptors + algorithm (cuda_blaslt.cc)
+
+// Per device: the handle and the plan cache.
+struct BlasState {
+  const BlasApi* api = nullptr;
+  BlasApi::Handle handle = nullptr;
+  std::mutex mu;
+  std::map<std::string, Plan*> plans;
+  ~BlasState();
+};
+
+htr_status_t matmul_query(htr_plugin_device_t* device, const htr_op_desc_t* desc,
+                          int32_t* out_score);
+htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc);
+
+}  // namespace htr_cuda
+
+#endif  // HTR_CUDA_BLASLT_H_

@@ -1,0 +1,239 @@
+// Kernel IR on the cuda plugin: render CUDA C, NVRTC, cuModuleLoadData,
+// cuLaunchKernel (see cuda_kernel.h).
+#include "cuda_kernel.h"
+
+#include "cuda_memory.h"
+#include "cuda_nvrtc.h"
+#include "cuda_stream.h"
+#include "htr_sdk_ir.h"
+#include "htr_sdk_render_cuda.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace ir = htr_sdk::ir;
+
+struct htr_plugin_kernel_s {
+  htr_plugin_device_t* device;
+  ir::Kernel kernel;
+  std::vector<ir::Specialization> spec;
+  htr_cuda::CUmodule module = nullptr;
+  htr_cuda::CUfunction function = nullptr;
+};
+
+namespace htr_cuda {
+
+namespace {
+
+htr_status_t from_ir(const htr_sdk::Host& host, const ir::Status& s, const char* what) {
+  return host.error(s.code, "cuda: %s%s%s", what, *what ? ": " : "", s.message.c_str());
+}
+
+htr_status_t check_spec(const htr_sdk::Host& host, const ir::Kernel& k, const htr_kernel_compile_args_t* args,
+                        std::vector<ir::Specialization>* spec) {
+  spec->assign(k.args.size(), ir::Specialization{});
+  if (args->num_specializations > 0 && args->specializations == nullptr)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: specializations is NULL");
+  for (uint32_t j = 0; j < args->num_specializations; ++j) {
+    const htr_kernel_scalar_t& s = args->specializations[j];
+    if (s.arg_index >= k.args.size())
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: specialization %u names argument %u; kernel %s has %zu",
+                        j, s.arg_index, k.name.c_str(), k.args.size());
+    const ir::Arg& a = k.args[s.arg_index];
+    if (a.pointer)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: specialization %u: argument %u (%s) is a pointer", j,
+                        s.arg_index, a.name.c_str());
+    ir::Specialization& sp = (*spec)[s.arg_index];
+    if (sp.set)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: argument %u (%s) specialized twice", s.arg_index,
+                        a.name.c_str());
+    if ((a.dtype == HTR_DTYPE_I32 && (s.i < INT32_MIN || s.i > INT32_MAX)) ||
+        (a.dtype == HTR_DTYPE_BOOL && s.i != 0 && s.i != 1))
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: specialization %u: value %lld does not fit argument %u (%s)",
+                        j, static_cast<long long>(s.i), s.arg_index, a.name.c_str());
+    sp.set = true;
+    sp.i = s.i;
+    sp.f = static_cast<float>(s.f);
+  }
+  return nullptr;
+}
+
+union ArgValue {
+  unsigned long long p;  // NOLINT(runtime/int): CUdeviceptr
+  float f;
+  int32_t i32;
+  int64_t i64;
+  uint8_t b;
+};
+
+}  // namespace
+
+bool kernels_available(htr_plugin_ctx_t* ctx, std::string* why) {
+  const Driver& d = ctx->drv;
+  if (d.cuModuleLoadData == nullptr || d.cuModuleGetFunction == nullptr || d.cuModuleUnload == nullptr ||
+      d.cuLaunchKernel == nullptr) {
+    *why = "the CUDA driver lacks cuModuleLoadData/cuLaunchKernel";
+    return false;
+  }
+  std::call_once(ctx->nvrtc.once, [ctx] { ctx->nvrtc.load(ctx->host); });
+  if (!ctx->nvrtc.ok) {
+    *why = ctx->nvrtc.why;
+    return false;
+  }
+  return true;
+}
+
+htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compile_args_t* args,
+                            htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info) {
+  if (device == nullptr) return htr_sdk::null_handle_error(kPluginName, "device");
+  const htr_sdk::Host& host = device->host();
+  if (args == nullptr || out_kernel == nullptr)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: kernel_compile: %s is NULL",
+                      args == nullptr ? "args" : "out_kernel");
+  if (args->struct_size < HTR_KERNEL_COMPILE_ARGS_SIZE_V1_1)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: kernel_compile args struct_size %zu < %zu",
+                      args->struct_size, static_cast<size_t>(HTR_KERNEL_COMPILE_ARGS_SIZE_V1_1));
+  if (out_info != nullptr && out_info->struct_size < sizeof(size_t))
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: out_info struct_size too small");
+  if (args->ir == nullptr && args->ir_size > 0)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: kernel_compile: ir is NULL");
+  return htr_sdk::guard(host, [&]() -> htr_status_t {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto k = std::make_unique<htr_plugin_kernel_s>();
+    k->device = device;
+    ir::Status s = ir::read(args->ir, args->ir_size, &k->kernel);
+    if (!s.ok()) return from_ir(host, s, "");
+    ir::Analysis analysis;
+    s = ir::verify(k->kernel, &analysis);
+    if (!s.ok()) return from_ir(host, s, ("kernel IR '" + k->kernel.name + "'").c_str());
+    HTR_SDK_RETURN_IF_ERROR(check_spec(host, k->kernel, args, &k->spec));
+    if (args->num_options > 0)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: unknown kernel option '%s' (none are known)",
+                        args->options != nullptr && args->options[0] != nullptr ? args->options[0] : "(null)");
+    htr_plugin_ctx_t* ctx = device->ctx;
+    std::string why;
+    if (!kernels_available(ctx, &why))
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: no kernel compiler: %s", why.c_str());
+    ir::Rendered r;
+    s = ir::render(k->kernel, analysis, k->spec, ir::cuda_dialect(), &r);
+    if (!s.ok()) return from_ir(host, s, "render");
+    Nvrtc::Result built;
+    HTR_SDK_RETURN_IF_ERROR(
+        ctx->nvrtc.build(host, r.source, k->kernel.name, device->cc_major * 10 + device->cc_minor, &built));
+    HTR_SDK_RETURN_IF_ERROR(make_current(device));
+    const Driver& d = device->drv();
+    HTR_SDK_RETURN_IF_ERROR(cu_status(device, d.cuModuleLoadData(&k->module, built.cubin.data()), "cuModuleLoadData"));
+    if (htr_status_t st = cu_status(device, d.cuModuleGetFunction(&k->function, k->module, r.entry.c_str()),
+                                    "cuModuleGetFunction")) {
+      d.cuModuleUnload(k->module);
+      return st;
+    }
+    if (out_info != nullptr) {
+      htr_kernel_compile_info_t info{};
+      info.struct_size = out_info->struct_size;
+      info.cache_hit = built.cache_hit ? 1 : 0;
+      info.compile_ns = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+      std::snprintf(info.backend, sizeof info.backend, "nvrtc-sm_%d%d", device->cc_major, device->cc_minor);
+      std::snprintf(info.cache_key, sizeof info.cache_key, "%s", built.key.c_str());
+      const size_t n = out_info->struct_size < sizeof info ? out_info->struct_size : sizeof info;
+      std::memcpy(out_info, &info, n);
+    }
+    *out_kernel = k.release();
+    return nullptr;
+  });
+}
+
+void kernel_destroy(htr_plugin_kernel_t* kernel) {
+  if (kernel == nullptr) return;
+  htr_plugin_device_t* dev = kernel->device;
+  if (kernel->module != nullptr && bind_for_cleanup(dev)) {
+    log_failure(dev, dev->drv().cuCtxSynchronize(), "cuCtxSynchronize (kernel_destroy)");
+    log_failure(dev, dev->drv().cuModuleUnload(kernel->module), "cuModuleUnload");
+  }
+  delete kernel;
+}
+
+htr_status_t kernel_launch(htr_plugin_stream_t* stream, htr_plugin_kernel_t* kernel,
+                           const htr_kernel_launch_args_t* args) {
+  if (stream == nullptr) return htr_sdk::null_handle_error(kPluginName, "stream");
+  const htr_sdk::Host& host = stream->host();
+  if (kernel == nullptr || args == nullptr)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: kernel_launch: %s is NULL",
+                      kernel == nullptr ? "kernel" : "args");
+  if (args->struct_size < HTR_KERNEL_LAUNCH_ARGS_SIZE_V1_1)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: kernel_launch args struct_size %zu < %zu",
+                      args->struct_size, static_cast<size_t>(HTR_KERNEL_LAUNCH_ARGS_SIZE_V1_1));
+  htr_plugin_device_t* dev = stream->device;
+  if (kernel->device->cu_context != dev->cu_context)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: kernel of cuda:%u launched on a stream of cuda:%u",
+                      kernel->device->index, dev->index);
+  const ir::Kernel& k = kernel->kernel;
+  if (args->num_args != k.args.size() || (args->num_args > 0 && args->args == nullptr))
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: kernel %s takes %zu arguments, got %u", k.name.c_str(),
+                      k.args.size(), args->num_args);
+  uint64_t total = 1;
+  for (int a = 0; a < 3; ++a) {
+    if (args->grid[a] == 0) return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: grid[%d] is 0", a);
+    total *= args->grid[a];
+  }
+  if (total > INT32_MAX)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: grid of %llu programs exceeds 2^31-1",
+                      static_cast<unsigned long long>(total));
+  ArgValue values[3 + HTR_KIR_MAX_ARGS];
+  void* params[3 + HTR_KIR_MAX_ARGS];
+  for (int a = 0; a < 3; ++a) {
+    values[a].i32 = static_cast<int32_t>(args->grid[a]);
+    params[a] = &values[a];
+  }
+  for (size_t j = 0; j < k.args.size(); ++j) {
+    const ir::Arg& a = k.args[j];
+    const htr_kernel_arg_t& in = args->args[j];
+    ArgValue& v = values[3 + j];
+    params[3 + j] = &v;
+    if (a.pointer) {
+      htr_plugin_buffer_t* b = in.buffer;
+      if (b == nullptr)
+        return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: kernel %s argument %zu (%s): buffer is NULL",
+                          k.name.c_str(), j, a.name.c_str());
+      if (b->device->cu_context != dev->cu_context || in.offset > b->size)
+        return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                          "cuda: kernel %s argument %zu (%s): buffer of another device or offset %llu past its %llu bytes",
+                          k.name.c_str(), j, a.name.c_str(), static_cast<unsigned long long>(in.offset),
+                          static_cast<unsigned long long>(b->size));
+      v.p = b->ptr + in.offset;
+      continue;
+    }
+    const ir::Specialization& sp = kernel->spec[j];
+    if (sp.set && ((a.dtype == HTR_DTYPE_F32 && static_cast<float>(in.f) != static_cast<float>(sp.f)) ||
+                   (a.dtype != HTR_DTYPE_F32 && in.i != sp.i)))
+      return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                        "cuda: kernel %s argument %zu (%s) was specialized to %g/%lld at compile time; launched with %g/%lld",
+                        k.name.c_str(), j, a.name.c_str(), sp.f, static_cast<long long>(sp.i), in.f,
+                        static_cast<long long>(in.i));
+    switch (a.dtype) {
+      case HTR_DTYPE_F32: v.f = static_cast<float>(in.f); break;
+      case HTR_DTYPE_I32:
+        if (in.i < INT32_MIN || in.i > INT32_MAX)
+          return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: kernel %s argument %zu (%s): %lld is not an i32",
+                            k.name.c_str(), j, a.name.c_str(), static_cast<long long>(in.i));
+        v.i32 = static_cast<int32_t>(in.i);
+        break;
+      case HTR_DTYPE_I64: v.i64 = in.i; break;
+      default: v.b = in.i != 0; break;
+    }
+  }
+  HTR_SDK_RETURN_IF_ERROR(make_current(dev));
+  const unsigned blocks = static_cast<unsigned>((total + kBlock - 1) / kBlock);
+  return cu_status(dev,
+                   dev->drv().cuLaunchKernel(kernel->function, blocks, 1, 1, kBlock, 1, 1, 0, stream->cu_stream,
+                                             params, nullptr),
+                   "cuLaunchKernel");
+}
+
+}  // namespace htr_cuda

@@ -1,0 +1,299 @@
+// bench_overhead.cc — `htr-bench overhead`: what a tiny op costs on the host,
+// and what a replayed graph costs per node.
+//
+//   runtime  htr_kernel_launch of an f32 add over 1 element (one program,
+//            so the device time is the launch's own) on a user stream: host
+//            time per launch, measured over batches of --batch launches with
+//            the stream synchronized between batches outside the measured
+//            time, so the device's launch queue never fills and blocks the
+//            host (which would measure the kernel, not the host).
+//   plugin   the same launch through the plugin table directly
+//            (kernel_launch), i.e. without the runtime's checks.
+//   graph    --nodes launches captured once (graph_capture_begin/end of the
+//            plugin, ABI 1.2), then --replays graph_launch calls; per node:
+//            wall time of all replays until the stream is idle / (replays x
+//            nodes), next to the same work launched eagerly (also until
+//            idle), and the host time of one graph_launch call.
+// The plugin table is reached by dlopen of the path the runtime loaded
+// (same library instance), initialized with a host built on htr_status_new,
+// so the plugin part needs no runtime internals.
+//
+//   htr-bench overhead [--device cuda:0] [--ops 20000] [--batch 200] [--nodes 100]
+//                      [--replays 200]
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "emit.h"
+#include "htr/htr.h"
+#include "htr/htr_kernel.h"
+#include "htr/htr_plugin.h"
+#include "ops/kernels/kernels.h"
+#include "registry.h"
+
+namespace bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string Take(htr_status_t s) {
+  std::string t = std::string(htr_status_code_name(htr_status_code(s))) + ": " + htr_status_message(s);
+  htr_status_free(s);
+  return t;
+}
+
+void Log(htr_log_level_t, const char*, const char*) {}
+const char* Config(const char* key) { return std::getenv(key); }  // NOLINT: bench-local host
+
+htr_host_api_t MakeHost() {
+  htr_host_api_t h{};
+  h.struct_size = sizeof h;
+  h.abi_major = HTR_PLUGIN_ABI_MAJOR;
+  h.abi_minor = HTR_PLUGIN_ABI_MINOR;
+  h.status_new = htr_status_new;
+  h.log = Log;
+  h.config_get = Config;
+  h.log_level = HTR_LOG_ERROR;
+  return h;
+}
+
+struct Options {
+  std::string device = "cuda:0";
+  int ops = 20000;
+  int batch = 200;  // launches between synchronizations
+  int nodes = 100;
+  int replays = 200;
+};
+
+void Out(const Options& o, const std::string& impl, const std::string& metric, double value, int reps,
+         const std::string& unit = "us") {
+  Line l;
+  l.bench = "overhead";
+  l.impl = impl;
+  l.device = o.device;
+  l.shape = "add f32[1]";
+  l.metric = metric;
+  l.value = value;
+  l.unit = unit;
+  l.reps = reps;
+  Emit(l);
+}
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "htr-bench overhead: %s\n", what.c_str());
+  return 1;
+}
+
+// Plugin-level part: own context on the already-loaded library.
+int PluginPart(const Options& o, const std::string& path, uint32_t index, const std::vector<uint8_t>& ir) {
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return Fail("dlopen " + path);
+  auto get = reinterpret_cast<htr_plugin_get_api_fn>(dlsym(lib, HTR_PLUGIN_ENTRY_SYMBOL));
+  const htr_plugin_api_t* api = get != nullptr ? get(HTR_PLUGIN_ABI_MAJOR) : nullptr;
+  if (api == nullptr) return Fail("no plugin table in " + path);
+  static const htr_host_api_t host = MakeHost();
+  htr_plugin_ctx_t* ctx = nullptr;
+  if (htr_status_t s = api->init(&host, &ctx)) return Fail("init: " + Take(s));
+  htr_plugin_device_t* dev = nullptr;
+  htr_plugin_stream_t* st = nullptr;
+  htr_plugin_buffer_t* buf[3] = {};
+  htr_plugin_kernel_t* k = nullptr;
+  int rc = 0;
+  auto check = [&](htr_status_t s, const char* what) {
+    if (s == nullptr) return true;
+    rc = Fail(std::string(what) + ": " + Take(s));
+    return false;
+  };
+  do {
+    if (!check(api->device_open(ctx, index, &dev), "device_open")) break;
+    if (!check(api->stream_create(dev, &st), "stream_create")) break;
+    bool ok = true;
+    for (auto& b : buf) ok = ok && check(api->buffer_alloc(dev, 1024, 0, &b), "buffer_alloc");
+    if (!ok) break;
+    if (api->kernel_compile == nullptr) {
+      rc = Fail("plugin has no kernel IR entries");
+      break;
+    }
+    htr_kernel_compile_args_t ca{};
+    ca.struct_size = sizeof ca;
+    ca.ir = ir.data();
+    ca.ir_size = ir.size();
+    if (!check(api->kernel_compile(dev, &ca, &k, nullptr), "kernel_compile")) break;
+    htr_kernel_arg_t args[4] = {};
+    for (int i = 0; i < 3; ++i) args[i].buffer = buf[i];
+    args[3].i = 1;
+    htr_kernel_launch_args_t la{};
+    la.struct_size = sizeof la;
+    la.grid[0] = la.grid[1] = la.grid[2] = 1;
+    la.args = args;
+    la.num_args = 4;
+    for (int i = 0; i < 100; ++i) ok = ok && check(api->kernel_launch(st, k, &la), "kernel_launch");
+    if (!ok || !check(api->stream_synchronize(st), "stream_synchronize")) break;
+    double host_s = 0;
+    for (int done = 0; done < o.ops && ok; done += o.batch) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < o.batch && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch");
+      host_s += Since(t0);
+      ok = ok && check(api->stream_synchronize(st), "stream_synchronize");
+    }
+    if (!ok) break;
+    const int launched = (o.ops + o.batch - 1) / o.batch * o.batch;
+    Out(o, "plugin", "host_us_per_launch", host_s / launched * 1e6, launched);
+    auto t0 = Clock::now();
+    // Eager: nodes launches, until idle.
+    t0 = Clock::now();
+    for (int r = 0; r < o.replays && ok; ++r)
+      for (int i = 0; i < o.nodes && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch");
+    if (!ok || !check(api->stream_synchronize(st), "stream_synchronize")) break;
+    const double eager_s = Since(t0);
+    Out(o, "eager", "us_per_launch_until_idle", eager_s / (double(o.replays) * o.nodes) * 1e6, o.replays * o.nodes);
+    if (!HTR_STRUCT_HAS_FIELD(api, htr_plugin_api_t, graph_destroy) || api->graph_capture_begin == nullptr) {
+      std::fprintf(stderr, "htr-bench overhead: plugin has no graph entries; graph part skipped\n");
+      break;
+    }
+    htr_plugin_graph_t* g = nullptr;
+    uint64_t n_nodes = 0;
+    if (!check(api->graph_capture_begin(st), "graph_capture_begin")) break;
+    for (int i = 0; i < o.nodes && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch (capture)");
+    if (!check(api->graph_capture_end(st, &g, &n_nodes), "graph_capture_end") || !ok) break;
+    for (int i = 0; i < 5 && ok; ++i) ok = check(api->graph_launch(st, g), "graph_launch");
+    ok = ok && check(api->stream_synchronize(st), "stream_synchronize");
+    t0 = Clock::now();
+    for (int r = 0; r < o.replays && ok; ++r) ok = check(api->graph_launch(st, g), "graph_launch");
+    const double launch_host_s = Since(t0);
+    ok = ok && check(api->stream_synchronize(st), "stream_synchronize");
+    const double graph_s = Since(t0);
+    api->graph_destroy(g);
+    if (!ok) break;
+    Line l;
+    l.bench = "overhead";
+    l.impl = "graph";
+    l.device = o.device;
+    l.shape = "add f32[1] x " + std::to_string(o.nodes) + " nodes";
+    l.metric = "replay_us_per_node";
+    l.value = graph_s / (double(o.replays) * o.nodes) * 1e6;
+    l.unit = "us";
+    l.reps = o.replays;
+    l.extra["graph_nodes"] = n_nodes;
+    l.extra["host_us_per_graph_launch"] = launch_host_s / o.replays * 1e6;
+    l.extra["eager_us_per_launch_until_idle"] = eager_s / (double(o.replays) * o.nodes) * 1e6;
+    Emit(l);
+  } while (false);
+  if (k) api->kernel_destroy(k);
+  for (auto* b : buf)
+    if (b) api->buffer_free(dev, b);
+  if (st) api->stream_destroy(st);
+  if (dev) api->device_close(dev);
+  api->shutdown(ctx);
+  return rc;
+}
+
+int RunOverhead(const Args& args) {
+  Options o;
+  const auto& v = args.items;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bool has = i + 1 < v.size();
+    if (v[i] == "--device" && has) o.device = v[++i];
+    else if (v[i] == "--ops" && has) o.ops = std::atoi(v[++i].c_str());
+    else if (v[i] == "--batch" && has) o.batch = std::atoi(v[++i].c_str());
+    else if (v[i] == "--nodes" && has) o.nodes = std::atoi(v[++i].c_str());
+    else if (v[i] == "--replays" && has) o.replays = std::atoi(v[++i].c_str());
+    else {
+      std::fprintf(stderr, "usage: htr-bench overhead [--device cuda:0] [--ops N] [--batch N] [--nodes N] [--replays N]\n");
+      return 2;
+    }
+  }
+  if (o.ops <= 0 || o.batch <= 0 || o.nodes <= 0 || o.replays <= 0) return Fail("counts must be positive");
+  std::vector<uint8_t> ir;
+  const auto ks = htr::kernels::BuildBinary(htr::kernels::BinaryOp::kAdd, HTR_DTYPE_F32, 32, &ir);
+  if (!ks.ok()) return Fail("BuildBinary: " + ks.message);
+  htr_runtime_t* rt = nullptr;
+  if (htr_status_t s = htr_runtime_create(nullptr, &rt)) return Fail("runtime: " + Take(s));
+  htr_device_t* dev = nullptr;
+  htr_stream_t* st = nullptr;
+  htr_kernel_t* k = nullptr;
+  htr_tensor_t* t[3] = {};
+  int rc = 0;
+  std::string plugin_path;
+  do {
+    if (htr_status_t s = htr_runtime_find_device(rt, o.device.c_str(), &dev)) {
+      rc = Fail(o.device + ": " + Take(s));
+      break;
+    }
+    const std::string pname = htr_device_plugin_name(dev);
+    for (size_t i = 0; i < htr_runtime_plugin_count(rt); ++i) {
+      htr_plugin_info_t info{};
+      info.struct_size = sizeof info;
+      if (htr_runtime_plugin_info(rt, i, &info) == nullptr && pname == info.name) plugin_path = info.path;
+    }
+    if (htr_status_t s = htr_stream_create(dev, &st)) {
+      rc = Fail("stream: " + Take(s));
+      break;
+    }
+    const int64_t n = 1;
+    bool ok = true;
+    for (auto& x : t) ok = ok && htr_tensor_create(dev, HTR_DTYPE_F32, 1, &n, &x) == nullptr;
+    if (!ok) {
+      rc = Fail("tensor_create");
+      break;
+    }
+    if (htr_status_t s = htr_kernel_compile(dev, ir.data(), ir.size(), nullptr, &k)) {
+      rc = Fail("kernel_compile: " + Take(s));
+      break;
+    }
+    htr_kernel_launch_arg_t la[4] = {};
+    for (int i = 0; i < 3; ++i) {
+      la[i].kind = HTR_KERNEL_ARG_TENSOR;
+      la[i].tensor = t[i];
+    }
+    la[3].kind = HTR_KERNEL_ARG_INT;
+    la[3].i = n;
+    const uint32_t grid[3] = {1, 1, 1};
+    for (int i = 0; i < 100 && ok; ++i) ok = htr_kernel_launch(st, k, grid, la, 4) == nullptr;
+    htr_status_t s = htr_stream_synchronize(st);
+    if (!ok || s != nullptr) {
+      rc = Fail("warmup: " + (s ? Take(s) : std::string("launch failed")));
+      break;
+    }
+    double host_s = 0;
+    for (int done = 0; done < o.ops && ok; done += o.batch) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < o.batch && ok; ++i) {
+        if (htr_status_t e = htr_kernel_launch(st, k, grid, la, 4)) {
+          rc = Fail("htr_kernel_launch: " + Take(e));
+          ok = false;
+        }
+      }
+      host_s += Since(t0);
+      if (htr_status_t e = htr_stream_synchronize(st)) {
+        rc = Fail("sync: " + Take(e));
+        ok = false;
+      }
+    }
+    if (!ok || rc != 0) break;
+    const int launched = (o.ops + o.batch - 1) / o.batch * o.batch;
+    Out(o, "runtime", "host_us_per_launch", host_s / launched * 1e6, launched);
+  } while (false);
+  if (k) htr_kernel_destroy(k);
+  for (auto* x : t) htr_tensor_release(x);
+  if (st) htr_stream_destroy(st);
+  if (rc == 0 && !plugin_path.empty()) {
+    const size_t colon = o.device.find(':');
+    const uint32_t index = static_cast<uint32_t>(std::atoi(o.device.c_str() + colon + 1));
+    rc = PluginPart(o, plugin_path, index, ir);
+  }
+  htr_runtime_destroy(rt);
+  return rc;
+}
+
+}  // namespace
+
+HTR_BENCH(overhead, "host overhead per launch (runtime, plugin) and graph replay per node", RunOverhead);
+
+}  // namespace bench
