@@ -35,6 +35,27 @@
 //               (ids outside [0, rows) skipped); deterministic, no atomics:
 //               each program owns a column block. Args: ids, dy, dw, n, rows,
 //               dim, stride_dy, stride_dw. Grid: (ceil(dim/block), 1, 1).
+//   gelu_backward dx[i] = dy[i] * gelu'(x[i]) (tanh form), i < n. Args: x, dy,
+//               dx, n. Grid: (ceil(n/block), 1, 1).
+//   softmax_backward dx[r,:] = y[r,:] * (dy[r,:] - sum(dy[r,:] * y[r,:])).
+//               Args: y, dy, dx, cols, stride (row stride of all three).
+//               Grid: (rows, 1, 1); needs cols <= block.
+//   layernorm_backward  contiguous [rows, cols]: dx per row (statistics
+//               recomputed from x, stored to mean/rstd f32 [rows]). Args: x,
+//               weight, dy, dx, mean, rstd, cols, eps (f32). Grid: (rows,1,1).
+//   layernorm_backward_params dweight = sum_r dy*xhat, dbias = sum_r dy, rows
+//               in order (deterministic). Args: x, dy, mean, rstd, dweight,
+//               dbias, rows, cols. Grid: (ceil(cols/block), 1, 1).
+//   cross_entropy_count count[0] = number of targets[0, rows) != ignore_index
+//               (f32). Args: targets, count, rows, ignore_index. Grid: (1,1,1).
+//   cross_entropy_backward dlogits[r,:] = (softmax(logits[r,:]) - onehot(t[r]))
+//               * dloss / count (an ignored row, or count 0, gives zeros).
+//               Args: logits, targets, dloss (f32, 1 elem), count (f32, 1
+//               elem, from cross_entropy_count), dlogits, cols, ignore_index.
+//               Grid: (rows, 1, 1); any cols.
+//   cross_entropy_mean loss = sum of row_loss over rows with a valid target /
+//               their count (0 when none). Args: row_loss (f32), targets,
+//               loss (f32, 1 elem), rows, ignore_index. Grid: (1, 1, 1).
 //   adamw       PyTorch AdamW on n elements, outputs may alias inputs (see
 //               adamw.cc). Args: p, g, m, v, p_out, m_out, v_out, n, beta1,
 //               beta2, eps, decay, step_size, inv_sqrt_bc2 (f32 scalars).
@@ -81,6 +102,20 @@ Status BuildCrossEntropy(htr_dtype_t dtype, htr_dtype_t target_dtype, uint32_t b
 Status BuildEmbedding(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildEmbeddingGrad(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t block,
                           std::vector<uint8_t>* ir);
+Status BuildGeluBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildSoftmaxBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildLayerNormBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildLayerNormBackwardParams(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildCrossEntropyBackward(htr_dtype_t dtype, htr_dtype_t target_dtype, uint32_t block,
+                                 std::vector<uint8_t>* ir);
+Status BuildCrossEntropyCount(htr_dtype_t target_dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildCrossEntropyMean(htr_dtype_t target_dtype, uint32_t block, std::vector<uint8_t>* ir);
+
+// GELU (tanh form, as the graph op) and its derivative on f32 values, for
+// kernels that inline them (e.g. the scheduler's fused kernels).
+htr::lang::Value GeluTanh(htr::lang::Value x);
+htr::lang::Value GeluTanhGrad(htr::lang::Value x);
+
 Status BuildAdamW(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 
 }  // namespace htr::kernels

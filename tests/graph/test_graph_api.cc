@@ -135,6 +135,7 @@ std::vector<float> Losses(Env& env, htr_graph_t* g, int disable_library, int ste
   std::memset(&o, 0, sizeof(o));
   o.struct_size = sizeof(o);
   o.disable_library_ops = disable_library;
+  o.disable_fusion = disable_library;  // the reference-only runs: no generated kernels either
   o.force_host_staging = staged;
   htr_executable_t* e = nullptr;
   REQUIRE_HTR(htr_executable_create(g, env.dev, &o, &e));
@@ -184,7 +185,7 @@ TEST_CASE("an MLP trains through the C API with library matmul on cpu", "[graph]
   ps.struct_size = sizeof(ps);
   REQUIRE_HTR(htr_executable_plan_stats(e, &ps));
   CHECK(ps.planned_peak_bytes < ps.naive_bytes);
-  CHECK(ps.num_ops == ps.num_library_ops + ps.num_reference_ops + ps.num_alias_ops);
+  CHECK(ps.num_ops == ps.num_library_ops + ps.num_reference_ops + ps.num_alias_ops + ps.num_fused_ops);
   uint32_t matmuls = 0, lib_matmuls = 0;
   for (uint32_t i = 0; i < htr_executable_op_count(e); ++i) {
     htr_executable_op_info_t oi;

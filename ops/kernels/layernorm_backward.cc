@@ -1,0 +1,80 @@
+// LayerNorm backward over the last axis of a contiguous [rows, cols] x, in two
+// kernels so that every sum has one owner (deterministic, no atomics):
+//  - per row (grid rows): statistics recomputed from x as in the forward pass
+//    (stored to mean/rstd for the second kernel), then
+//    dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)), g = dy * weight;
+//  - per column block (grid ceil(cols/block)): dweight = sum_r dy * xhat,
+//    dbias = sum_r dy, rows visited in order.
+#include "ops/kernels/kernels.h"
+
+namespace htr::kernels {
+
+using namespace htr::lang;  // NOLINT
+
+Status BuildLayerNormBackward(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
+  Builder b("layernorm_backward");
+  Value X = b.arg_ptr("x", dt, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", dt, true);
+  Value DX = b.arg_ptr("dx", dt), Mean = b.arg_ptr("mean", HTR_DTYPE_F32), Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32);
+  Value cols = b.arg_scalar("cols", HTR_DTYPE_I32);
+  Value eps = b.arg_scalar("eps", HTR_DTYPE_F32);
+  const int32_t bs = static_cast<int32_t>(block);
+  Value row = b.program_id(0);
+  Value c = b.arange(0, bs);
+  Value zero = b.zeros({block}, HTR_DTYPE_F32);
+  auto ld = [&](Value P, Value k) { return b.cast(b.load(P + (row * cols + k), k < cols), HTR_DTYPE_F32); };
+  Value n = b.cast(cols, HTR_DTYPE_F32);
+  auto s1 = b.for_range(b.i32(0), cols, b.i32(bs), {zero}, [&](Value k0, const std::vector<Value>& a) {
+    return std::vector<Value>{a[0] + ld(X, k0 + c)};
+  });
+  if (!b.ok()) return b.status();
+  Value mean = b.sum(s1[0], 0) / n;
+  auto s2 = b.for_range(b.i32(0), cols, b.i32(bs), {zero}, [&](Value k0, const std::vector<Value>& a) {
+    Value k = k0 + c;
+    Value d = b.where(k < cols, ld(X, k) - mean, 0.0);
+    return std::vector<Value>{a[0] + d * d};
+  });
+  if (!b.ok()) return b.status();
+  Value rstd = rsqrt(b.sum(s2[0], 0) / n + eps);
+  auto s3 = b.for_range(b.i32(0), cols, b.i32(bs), {zero, zero}, [&](Value k0, const std::vector<Value>& a) {
+    Value k = k0 + c;
+    Value m = k < cols;
+    Value g = ld(DY, k) * b.cast(b.load(W + k, m), HTR_DTYPE_F32);  // 0 on masked lanes
+    Value xh = (ld(X, k) - mean) * rstd;
+    return std::vector<Value>{a[0] + g, a[1] + g * xh};
+  });
+  if (!b.ok()) return b.status();
+  Value mg = b.sum(s3[0], 0) / n, mgx = b.sum(s3[1], 0) / n;
+  b.for_range(b.i32(0), cols, b.i32(bs), {}, [&](Value k0, const std::vector<Value>&) {
+    Value k = k0 + c;
+    Value m = k < cols;
+    Value g = ld(DY, k) * b.cast(b.load(W + k, m), HTR_DTYPE_F32);
+    Value xh = (ld(X, k) - mean) * rstd;
+    b.store(DX + (row * cols + k), b.cast(rstd * (g - mg - xh * mgx), dt), m);
+    return std::vector<Value>{};
+  });
+  b.store(Mean + row, mean);
+  b.store(Rstd + row, rstd);
+  return b.serialize(ir);
+}
+
+Status BuildLayerNormBackwardParams(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
+  Builder b("layernorm_backward_params");
+  Value X = b.arg_ptr("x", dt, true), DY = b.arg_ptr("dy", dt, true);
+  Value Mean = b.arg_ptr("mean", HTR_DTYPE_F32, true), Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32, true);
+  Value DW = b.arg_ptr("dweight", dt), DB = b.arg_ptr("dbias", dt);
+  Value rows = b.arg_scalar("rows", HTR_DTYPE_I32), cols = b.arg_scalar("cols", HTR_DTYPE_I32);
+  Value k = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
+  Value m = k < cols;
+  Value zero = b.zeros({block}, HTR_DTYPE_F32);
+  auto acc = b.for_range(b.i32(0), rows, b.i32(1), {zero, zero}, [&](Value r, const std::vector<Value>& a) {
+    Value dy = b.cast(b.load(DY + (r * cols + k), m), HTR_DTYPE_F32);
+    Value xh = (b.cast(b.load(X + (r * cols + k), m), HTR_DTYPE_F32) - b.load(Mean + r)) * b.load(Rstd + r);
+    return std::vector<Value>{a[0] + dy * xh, a[1] + dy};
+  });
+  if (!b.ok()) return b.status();
+  b.store(DW + k, b.cast(acc[0], dt), m);
+  b.store(DB + k, b.cast(acc[1], dt), m);
+  return b.serialize(ir);
+}
+
+}  // namespace htr::kernels

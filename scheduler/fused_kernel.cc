@@ -1,0 +1,360 @@
+// Kernel IR for fused groups (see fused_kernel.h). Row groups are generated here member by member;
+// the single-op groups reuse the universal kernels of ops/kernels.
+#include "fused_kernel.h"
+
+#include <cmath>
+#include <map>
+
+#include "fusion.h"
+#include "ops/kernels/kernels.h"
+#include "ops/lang/lang.h"
+
+namespace htr::sched {
+
+namespace L = htr::lang;
+
+namespace {
+
+ops::Shape Strip(const ops::Shape& s) {
+  size_t k = 0;
+  while (k + 1 < s.size() && s[k] == 1) ++k;
+  return ops::Shape(s.begin() + static_cast<std::ptrdiff_t>(k), s.end());
+}
+
+uint32_t Pow2AtLeast(int64_t n) {
+  uint32_t b = 1;
+  while (static_cast<int64_t>(b) < n) b <<= 1;
+  return b;
+}
+
+bool IsElementwiseBinary(const std::string& n) {
+  return n == "add" || n == "sub" || n == "mul" || n == "div" || n == "maximum" || n == "minimum";
+}
+bool IsElementwiseUnary(const std::string& n) {
+  return n == "add_scalar" || n == "mul_scalar" || n == "neg" || n == "exp" || n == "log" || n == "tanh" ||
+         n == "sqrt" || n == "rsqrt" || n == "abs" || n == "sigmoid" || n == "relu" || n == "gelu";
+}
+
+FusedArg ValueArg(ValueId v) {
+  FusedArg a;
+  a.kind = FusedArg::Kind::kValue;
+  a.value = v;
+  return a;
+}
+FusedArg ScratchArg(uint32_t i) {
+  FusedArg a;
+  a.kind = FusedArg::Kind::kScratch;
+  a.scratch = i;
+  return a;
+}
+FusedArg IntArg(int64_t i, bool specialize) {
+  FusedArg a;
+  a.kind = FusedArg::Kind::kInt;
+  a.i = i;
+  a.specialize = specialize;
+  return a;
+}
+FusedArg FloatArg(double f) {
+  FusedArg a;
+  a.kind = FusedArg::Kind::kFloat;
+  a.f = f;
+  return a;
+}
+
+bool IsF32(const Program& p, ValueId v) { return p.values[v].info.dtype == HTR_DTYPE_F32; }
+bool IsId(const Program& p, ValueId v) {
+  const htr_dtype_t d = p.values[v].info.dtype;
+  return d == HTR_DTYPE_I32 || d == HTR_DTYPE_I64;
+}
+
+}  // namespace
+
+RowRole RoleAgainst(const ops::Shape& shape, const ops::Shape& S) {
+  if (S.empty()) return RowRole::kInvalid;
+  const ops::Shape a = Strip(shape), s = Strip(S);
+  const int64_t cols = S.back();
+  if (a == s) return RowRole::kFull;
+  if (ops::Numel(a) == 1) return RowRole::kScalar;
+  if (a.size() == 1 && a[0] == cols) return RowRole::kCol;
+  if (a.size() < s.size() && !a.empty() && std::equal(a.begin(), a.end(), s.end() - static_cast<std::ptrdiff_t>(a.size())))
+    return RowRole::kPeriodic;
+  return RowRole::kInvalid;
+}
+
+bool IsRowStep(const Program& p, const Step& s) {
+  const std::string& n = s.def->name;
+  if (s.outputs.size() != 1 || !IsF32(p, s.outputs[0])) return false;
+  const ops::Shape& S = p.values[s.outputs[0]].info.shape;
+  if (S.empty() || S.back() < 1 || S.back() > kMaxFusedCols) return false;
+  const int64_t numel = ops::Numel(S);
+  if (numel <= 0 || numel >= (int64_t{1} << 31)) return false;
+  for (ValueId v : s.inputs) {
+    if (!IsF32(p, v)) return false;
+  }
+  auto role = [&](size_t k) { return RoleAgainst(p.values[s.inputs[k]].info.shape, S); };
+  if (IsElementwiseBinary(n)) return role(0) != RowRole::kInvalid && role(1) != RowRole::kInvalid;
+  if (IsElementwiseUnary(n)) return role(0) == RowRole::kFull;
+  if (n == "causal_mask") return S.size() >= 2 && role(0) == RowRole::kFull;
+  if (n == "softmax") return role(0) == RowRole::kFull;
+  if (n == "softmax_grad") return role(0) == RowRole::kFull && role(1) == RowRole::kFull;
+  if (n == "layer_norm") {
+    auto col = [&](size_t k) { return p.values[s.inputs[k]].info.shape == ops::Shape{S.back()}; };
+    return role(0) == RowRole::kFull && col(1) && col(2);
+  }
+  if (n == "unary_grad") {
+    const std::string fn = s.attrs.GetStr("fn");
+    return (fn == "gelu" || fn == "relu" || fn == "tanh" || fn == "sigmoid") && role(0) == RowRole::kFull &&
+           role(1) == RowRole::kFull;
+  }
+  return false;
+}
+
+bool IsSpecialStep(const Program& p, const Step& s) {
+  const std::string& n = s.def->name;
+  auto rank2_f32 = [&](ValueId v) { return IsF32(p, v) && p.values[v].info.shape.size() == 2; };
+  auto small = [&](ValueId v) {
+    const ops::Shape& sh = p.values[v].info.shape;
+    return ops::Numel(sh) > 0 && ops::Numel(sh) < (int64_t{1} << 31);
+  };
+  if (n == "cross_entropy" || n == "cross_entropy_grad") {
+    if (!rank2_f32(s.inputs[0]) || !small(s.inputs[0]) || !IsId(p, s.inputs[1])) return false;
+    if (n == "cross_entropy_grad" && (!IsF32(p, s.inputs[2]) || ops::Numel(p.values[s.inputs[2]].info.shape) != 1))
+      return false;
+    const int64_t ig = s.attrs.GetInt("ignore_index");
+    return IsF32(p, s.outputs[0]) && ig >= INT32_MIN && ig <= INT32_MAX;
+  }
+  if (n == "layer_norm_grad") {
+    for (ValueId v : s.inputs) {
+      if (!IsF32(p, v)) return false;
+    }
+    const ops::Shape& x = p.values[s.inputs[0]].info.shape;
+    return !x.empty() && x.back() > 0 && small(s.inputs[0]);
+  }
+  return false;
+}
+
+namespace {
+
+// Generates one row program for a group of row ops.
+class RowKernel {
+ public:
+  RowKernel(const Program& p, const FusedGroup& g, const std::vector<ValueId>& inputs,
+            const std::vector<ValueId>& outputs)
+      : p_(p), g_(g), inputs_(inputs), outputs_(outputs), b_(KernelName(g.name)) {}
+
+  L::Status Build(FusedLaunch* out) {
+    const ops::Shape& S = p_.values[g_.members.back().outputs[0]].info.shape;
+    S_ = S;
+    const int64_t cols = S.back();
+    const int64_t rows = ops::Numel(S) / cols;
+    block_ = Pow2AtLeast(cols);
+    for (size_t k = 0; k < inputs_.size(); ++k) {
+      in_ptr_.push_back(b_.arg_ptr("in" + std::to_string(k), HTR_DTYPE_F32, true));
+      out->args.push_back(ValueArg(inputs_[k]));
+    }
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      out_ptr_.push_back(b_.arg_ptr("out" + std::to_string(k), HTR_DTYPE_F32));
+      out->args.push_back(ValueArg(outputs_[k]));
+    }
+    cols_ = b_.arg_scalar("cols", HTR_DTYPE_I32);
+    out->args.push_back(IntArg(cols, true));
+    for (size_t k = 0; k < inputs_.size(); ++k) {
+      const ops::Shape& sh = p_.values[inputs_[k]].info.shape;
+      if (RoleAgainst(sh, S) != RowRole::kPeriodic) {
+        period_.push_back(L::Value());
+        continue;
+      }
+      period_.push_back(b_.arg_scalar("period" + std::to_string(k), HTR_DTYPE_I32));
+      out->args.push_back(IntArg(ops::Numel(sh) / cols, true));
+    }
+    row_ = b_.program_id(0);
+    c_ = b_.arange(0, static_cast<int32_t>(block_));
+    cm_ = c_ < cols_;
+    base_ = row_ * cols_ + c_;
+    for (const Step& m : g_.members) {
+      L::Value y = Member(m);
+      if (!b_.ok()) return b_.status();
+      vals_[m.outputs[0]] = y;
+    }
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      L::Value v = vals_[outputs_[k]];
+      if (v.shape().empty()) v = b_.splat(v, {block_});
+      b_.store(out_ptr_[k] + base_, v, cm_);
+    }
+    out->grid[0] = static_cast<uint32_t>(rows);
+    return b_.serialize(&out->ir);
+  }
+
+ private:
+  static std::string KernelName(const std::string& n) {
+    std::string s = "fused_";
+    for (char ch : n) s += (ch == '+') ? '_' : ch;
+    return s.size() > 200 ? s.substr(0, 200) : s;
+  }
+
+  // The row value of `v`: computed in the group, or loaded by its role.
+  L::Value Get(ValueId v) {
+    auto it = vals_.find(v);
+    if (it != vals_.end()) return it->second;
+    size_t k = 0;
+    while (k < inputs_.size() && inputs_[k] != v) ++k;
+    L::Value P = in_ptr_[k], r;
+    switch (RoleAgainst(p_.values[v].info.shape, S_)) {
+      case RowRole::kFull: r = b_.load(P + base_, cm_); break;
+      case RowRole::kCol: r = b_.load(P + c_, cm_); break;
+      case RowRole::kScalar: r = b_.load(P); break;
+      case RowRole::kPeriodic: r = b_.load(P + ((row_ % period_[k]) * cols_ + c_), cm_); break;
+      default: r = b_.load(P + base_, cm_); break;
+    }
+    vals_[v] = r;
+    return r;
+  }
+
+  L::Value Masked(L::Value x, double fill) { return b_.where(cm_, b_.broadcast_to(x, {block_}), fill); }
+
+  L::Value Member(const Step& m) {
+    const std::string& n = m.def->name;
+    auto in = [&](size_t k) { return Get(m.inputs[k]); };
+    if (n == "add") return in(0) + in(1);
+    if (n == "sub") return in(0) - in(1);
+    if (n == "mul") return in(0) * in(1);
+    if (n == "div") return in(0) / in(1);
+    if (n == "maximum") return L::maximum(in(0), in(1));
+    if (n == "minimum") return L::minimum(in(0), in(1));
+    if (n == "add_scalar") return in(0) + m.attrs.GetFloat("value");
+    if (n == "mul_scalar") return in(0) * m.attrs.GetFloat("value");
+    if (n == "neg") return -in(0);
+    if (n == "exp") return L::exp(in(0));
+    if (n == "log") return L::log(in(0));
+    if (n == "tanh") return L::tanh(in(0));
+    if (n == "sqrt") return L::sqrt(in(0));
+    if (n == "rsqrt") return L::rsqrt(in(0));
+    if (n == "abs") return L::abs(in(0));
+    if (n == "sigmoid") return 1.0 / (1.0 + L::exp(-in(0)));
+    if (n == "relu") return L::maximum(in(0), 0.0);
+    if (n == "gelu") return kernels::GeluTanh(in(0));
+    if (n == "causal_mask") {
+      const int64_t T = S_[S_.size() - 2];
+      L::Value i = row_ % static_cast<double>(T);
+      L::Value keep = c_ <= b_.splat(i + static_cast<double>(S_.back() - T), {block_});
+      return b_.where(keep, b_.broadcast_to(in(0), {block_}), m.attrs.GetFloat("value"));
+    }
+    if (n == "softmax") {
+      L::Value x = Masked(in(0), -INFINITY);
+      L::Value e = L::exp(x - b_.max(x, 0));
+      return e / b_.sum(e, 0);
+    }
+    if (n == "softmax_grad") {
+      L::Value y = in(0), dy = in(1);
+      return y * (dy - b_.sum(Masked(dy * y, 0.0), 0));
+    }
+    if (n == "layer_norm") {
+      L::Value n_f = b_.cast(cols_, HTR_DTYPE_F32);
+      L::Value x = in(0);
+      L::Value mean = b_.sum(Masked(x, 0.0), 0) / n_f;
+      L::Value d = Masked(x - mean, 0.0);
+      L::Value rstd = L::rsqrt(b_.sum(d * d, 0) / n_f + m.attrs.GetFloat("eps"));
+      return d * rstd * in(1) + in(2);
+    }
+    if (n == "unary_grad") {
+      const std::string fn = m.attrs.GetStr("fn");
+      L::Value x = in(0), dy = in(1);
+      if (fn == "gelu") return dy * kernels::GeluTanhGrad(x);
+      if (fn == "relu") return b_.where(x > 0.0, dy, 0.0);
+      if (fn == "tanh") {
+        L::Value t = L::tanh(x);
+        return dy * (1.0 - t * t);
+      }
+      L::Value s = 1.0 / (1.0 + L::exp(-x));
+      return dy * s * (1.0 - s);
+    }
+    return L::Value();  // IsRowStep admits nothing else; the builder then reports the error
+  }
+
+  const Program& p_;
+  const FusedGroup& g_;
+  const std::vector<ValueId>& inputs_;
+  const std::vector<ValueId>& outputs_;
+  L::Builder b_;
+  ops::Shape S_;
+  uint32_t block_ = 1;
+  std::vector<L::Value> in_ptr_, out_ptr_, period_;
+  L::Value cols_, row_, c_, cm_, base_;
+  std::map<ValueId, L::Value> vals_;
+};
+
+Status FromLang(const L::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  return ops::Error(HTR_STATUS_INTERNAL, what + ": " + s.message);
+}
+
+Status BuildSpecial(const Program& p, FusedGroup* g) {
+  const Step& s = g->members[0];
+  const std::string& n = s.def->name;
+  if (n == "cross_entropy" || n == "cross_entropy_grad") {
+    const ops::Shape& x = p.values[s.inputs[0]].info.shape;
+    const int64_t N = x[0], V = x[1];
+    const htr_dtype_t tdt = p.values[s.inputs[1]].info.dtype;
+    const int64_t ignore = s.attrs.GetInt("ignore_index");
+    const uint32_t block = std::min<uint32_t>(Pow2AtLeast(V), 1024);
+    FusedLaunch a;
+    if (n == "cross_entropy_grad") {  // count of valid targets once, then one program per row
+      g->scratch_bytes = {4};
+      FusedLaunch cnt;
+      HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildCrossEntropyCount(tdt, 256, &cnt.ir), n));
+      cnt.args = {ValueArg(s.inputs[1]), ScratchArg(0), IntArg(N, true), IntArg(ignore, true)};
+      HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildCrossEntropyBackward(HTR_DTYPE_F32, tdt, block, &a.ir), n));
+      a.args = {ValueArg(s.inputs[0]), ValueArg(s.inputs[1]), ValueArg(s.inputs[2]), ScratchArg(0),
+                ValueArg(s.outputs[0]), IntArg(V, true), IntArg(ignore, true)};
+      a.grid[0] = static_cast<uint32_t>(N);
+      g->launches.push_back(std::move(cnt));
+      g->launches.push_back(std::move(a));
+      return Status::Ok();
+    }
+    HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildCrossEntropy(HTR_DTYPE_F32, tdt, block, &a.ir), n));
+    g->scratch_bytes = {static_cast<uint64_t>(N) * 4, static_cast<uint64_t>(N) * 4};
+    a.args = {ValueArg(s.inputs[0]), ValueArg(s.inputs[1]), ScratchArg(0), ScratchArg(1), IntArg(V, true),
+              IntArg(V, true), IntArg(ignore, true)};
+    a.grid[0] = static_cast<uint32_t>(N);
+    FusedLaunch b;
+    HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildCrossEntropyMean(tdt, 256, &b.ir), n));
+    b.args = {ScratchArg(0), ValueArg(s.inputs[1]), ValueArg(s.outputs[0]), IntArg(N, true), IntArg(ignore, true)};
+    g->launches.push_back(std::move(a));
+    g->launches.push_back(std::move(b));
+    return Status::Ok();
+  }
+  // layer_norm_grad: x, weight, dy -> dx, dweight, dbias.
+  const ops::Shape& x = p.values[s.inputs[0]].info.shape;
+  const int64_t cols = x.back(), rows = ops::Numel(x) / cols;
+  const uint32_t block = std::min<uint32_t>(Pow2AtLeast(cols), 1024);
+  const uint32_t pblock = std::min<uint32_t>(Pow2AtLeast(cols), 16);  // more column programs: parallelism
+  g->scratch_bytes = {static_cast<uint64_t>(rows) * 4, static_cast<uint64_t>(rows) * 4};
+  FusedLaunch a, b;
+  HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackward(HTR_DTYPE_F32, block, &a.ir), n));
+  a.args = {ValueArg(s.inputs[0]), ValueArg(s.inputs[1]), ValueArg(s.inputs[2]), ValueArg(s.outputs[0]),
+            ScratchArg(0), ScratchArg(1), IntArg(cols, true), FloatArg(s.attrs.GetFloat("eps"))};
+  a.grid[0] = static_cast<uint32_t>(rows);
+  HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackwardParams(HTR_DTYPE_F32, pblock, &b.ir), n));
+  b.args = {ValueArg(s.inputs[0]), ValueArg(s.inputs[2]), ScratchArg(0), ScratchArg(1), ValueArg(s.outputs[1]),
+            ValueArg(s.outputs[2]), IntArg(rows, true), IntArg(cols, true)};
+  b.grid[0] = static_cast<uint32_t>((cols + pblock - 1) / pblock);
+  g->launches.push_back(std::move(a));
+  g->launches.push_back(std::move(b));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status BuildFusedLaunches(const Program& p, const std::vector<ValueId>& inputs,
+                          const std::vector<ValueId>& outputs, FusedGroup* group) {
+  group->launches.clear();
+  group->scratch_bytes.clear();
+  if (group->members.size() == 1 && IsSpecialStep(p, group->members[0])) return BuildSpecial(p, group);
+  FusedLaunch l;
+  RowKernel k(p, *group, inputs, outputs);
+  HTR_OPS_RETURN_IF_ERROR(FromLang(k.Build(&l), group->name));
+  group->launches.push_back(std::move(l));
+  return Status::Ok();
+}
+
+}  // namespace htr::sched

@@ -1,0 +1,163 @@
+// The fusion pass (see fusion.h). Groups are drafted in one sweep over the steps in order, then
+// each is built and offered to `accept`; the step list is rewritten with the accepted groups.
+#include "fusion.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "fused_kernel.h"
+
+namespace htr::sched {
+
+namespace {
+
+struct Draft {
+  std::vector<size_t> steps;
+  ops::Shape shape;  // group shape (row ops)
+  bool special = false;
+  bool closed = false;
+};
+
+}  // namespace
+
+Status Fuser::Rewrite(Program* p) {
+  const size_t nv = p->values.size();
+  std::vector<int> producer(nv, -1);  // draft that produced a value
+  std::vector<Draft> drafts;
+  auto close_inputs = [&](const Step& s, int except) {
+    for (ValueId v : s.inputs) {
+      if (producer[v] >= 0 && producer[v] != except) drafts[static_cast<size_t>(producer[v])].closed = true;
+    }
+  };
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    const Step& s = p->steps[i];
+    const bool special = IsSpecialStep(*p, s);
+    const bool row = !special && IsRowStep(*p, s);
+    if (!special && !row) {
+      close_inputs(s, -1);
+      continue;
+    }
+    int g = -1;
+    if (row) {
+      const ops::Shape& S = p->values[s.outputs[0]].info.shape;
+      for (ValueId v : s.inputs) {
+        const int d = producer[v];
+        if (d < 0) continue;
+        const Draft& dr = drafts[static_cast<size_t>(d)];
+        if (!dr.special && !dr.closed && dr.shape == S) {
+          g = d;
+          break;
+        }
+      }
+    }
+    close_inputs(s, g);
+    if (g < 0) {
+      g = static_cast<int>(drafts.size());
+      Draft d;
+      d.special = special;
+      d.closed = special;
+      d.shape = p->values[s.outputs[0]].info.shape;
+      drafts.push_back(std::move(d));
+    }
+    drafts[static_cast<size_t>(g)].steps.push_back(i);
+    for (ValueId v : s.outputs) producer[v] = g;
+  }
+  // Values read outside their draft (by another step or as a port) are stored.
+  std::vector<bool> external(nv, false);
+  for (const Port& o : p->outputs) external[o.value] = true;
+  for (const Port& st : p->states) {
+    if (st.assigned != kNoValue) external[st.assigned] = true;
+  }
+  std::vector<int> step_draft(p->steps.size(), -1);
+  for (size_t d = 0; d < drafts.size(); ++d) {
+    for (size_t i : drafts[d].steps) step_draft[i] = static_cast<int>(d);
+  }
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    for (ValueId v : p->steps[i].inputs) {
+      if (producer[v] >= 0 && producer[v] != step_draft[i]) external[v] = true;
+    }
+  }
+  // Build and accept each draft.
+  std::vector<int> group_of_draft(drafts.size(), -1);
+  std::vector<FusedGroup> groups;
+  std::vector<std::vector<ValueId>> g_in, g_out;
+  for (size_t d = 0; d < drafts.size(); ++d) {
+    const Draft& dr = drafts[d];
+    FusedGroup fg;
+    std::vector<ValueId> in, out;
+    std::vector<bool> inside(nv, false);
+    for (size_t i : dr.steps) {
+      const Step& s = p->steps[i];
+      for (ValueId v : s.inputs) {
+        if (!inside[v] && std::find(in.begin(), in.end(), v) == in.end()) in.push_back(v);
+      }
+      for (ValueId v : s.outputs) {
+        inside[v] = true;
+        if (external[v] || dr.special) out.push_back(v);
+      }
+      fg.name += (fg.name.empty() ? "" : "+") + s.def->name;
+      fg.members.push_back(s);
+    }
+    Status st = BuildFusedLaunches(*p, in, out, &fg);
+    std::string why;
+    if (st.ok() && accept_ && !accept_(fg, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+    if (!st.ok()) {
+      ++stats_.rejected;
+      rejections_.push_back(fg.name + ": " + st.message);
+      continue;
+    }
+    group_of_draft[d] = static_cast<int>(groups.size());
+    groups.push_back(std::move(fg));
+    g_in.push_back(std::move(in));
+    g_out.push_back(std::move(out));
+  }
+  // Rewrite: a fused step replaces its members at the position of the last one.
+  std::vector<Step> steps;
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    const int d = step_draft[i];
+    const int g = d >= 0 ? group_of_draft[static_cast<size_t>(d)] : -1;
+    if (g < 0) {
+      steps.push_back(std::move(p->steps[i]));
+      continue;
+    }
+    if (drafts[static_cast<size_t>(d)].steps.back() != i) continue;
+    Step f;
+    f.def = p->steps[i].def;
+    f.inputs = g_in[static_cast<size_t>(g)];
+    f.outputs = g_out[static_cast<size_t>(g)];
+    f.fused = g;
+    stats_.groups += 1;
+    stats_.graph_ops += static_cast<uint32_t>(groups[static_cast<size_t>(g)].members.size());
+    steps.push_back(std::move(f));
+  }
+  p->steps = std::move(steps);
+  p->fused = std::move(groups);
+  return Status::Ok();
+}
+
+Status RunFusedReference(const Program& p, size_t index, const std::vector<void*>& ptrs) {
+  const FusedGroup& g = p.fused[index];
+  std::vector<std::vector<uint8_t>> temp;
+  std::vector<void*> local = ptrs;
+  for (const Step& m : g.members) {
+    for (ValueId v : m.outputs) {
+      if (local[v] != nullptr) continue;
+      const auto& info = p.values[v].info;
+      temp.emplace_back(static_cast<size_t>(ops::Numel(info.shape)) * ops::DtypeSize(info.dtype) + 1);
+      local[v] = temp.back().data();
+    }
+  }
+  for (const Step& m : g.members) {
+    ops::KernelArgs args = m.args;
+    for (size_t k = 0; k < m.inputs.size(); ++k) args.in[k].data = local[m.inputs[k]];
+    for (size_t k = 0; k < m.outputs.size(); ++k) args.out[k].data = local[m.outputs[k]];
+    Status st = m.def->kernel(args);
+    if (!st.ok()) {
+      st.message = "fused " + g.name + ", member " + m.def->name + ": " + st.message;
+      return st;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace htr::sched

@@ -1,0 +1,61 @@
+// fusion.h — the fusion pass: chains of elementwise ops and row reductions in a compiled program
+// become fused groups, each run as one generated kernel (two where a sum crosses rows) built with
+// the tile DSL (ops/lang) by fused_kernel.h.
+//
+// What fuses (f32 values; the row length `cols` = last dim <= kMaxFusedCols):
+//  - row ops: add sub mul div maximum minimum (operands of the output's shape, of its last dim,
+//    scalars, or a trailing-suffix shape such as [T,C] in [B,T,C]), add_scalar, mul_scalar, neg,
+//    exp, log, tanh, sqrt, rsqrt, abs, sigmoid, relu, gelu, causal_mask, softmax, layer_norm,
+//    unary_grad (gelu, relu, tanh, sigmoid), softmax_grad. A row op joins the open group that
+//    produced one of its inputs when the shapes agree, so bias+GELU, residual+LayerNorm,
+//    scale+causal-mask+softmax and their backward chains become one kernel each. A group closes
+//    when a step outside it reads one of its values (that value is then stored); values read only
+//    inside the group get no memory.
+//  - single ops with their own kernels from ops/kernels: cross_entropy (per-row loss, then the
+//    mean), cross_entropy_grad, layer_norm_grad (dx per row, then dweight/dbias per column).
+// A fused step runs at the position of its last member. The pass asks `accept` (the executable:
+// compile through the plugin's kernel_compile) for every group; a group it refuses, or whose
+// kernel cannot be built, stays as separate steps. Deterministic: same graph, same groups.
+#ifndef HTR_SCHEDULER_FUSION_H_
+#define HTR_SCHEDULER_FUSION_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "program.h"
+
+namespace htr::sched {
+
+constexpr int64_t kMaxFusedCols = 4096;
+
+struct FusionStats {
+  uint32_t groups = 0;     // fused steps
+  uint32_t graph_ops = 0;  // graph ops they replace
+  uint32_t rejected = 0;   // groups found but left unfused (build or accept failed)
+};
+
+class Fuser final : public StepRewriter {
+ public:
+  // Returns true when every launch of the group can run (e.g. compiled); `why` explains a refusal.
+  using Accept = std::function<bool(const FusedGroup& group, std::string* why)>;
+  explicit Fuser(Accept accept = nullptr) : accept_(std::move(accept)) {}
+  Status Rewrite(Program* program) override;
+  const FusionStats& stats() const { return stats_; }
+  // One line per rejected group ("softmax: <why>"), for logs and tests.
+  const std::vector<std::string>& rejections() const { return rejections_; }
+
+ private:
+  Accept accept_;
+  FusionStats stats_;
+  std::vector<std::string> rejections_;
+};
+
+// Runs group `index` of `program` with its members' reference kernels; values internal to the
+// group live in temporary host buffers. `ptrs` as for Execute.
+Status RunFusedReference(const Program& program, size_t index, const std::vector<void*>& ptrs);
+
+}  // namespace htr::sched
+
+#endif  // HTR_SCHEDULER_FUSION_H_

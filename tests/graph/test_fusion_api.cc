@@ -1,0 +1,226 @@
+// The fusion pass through the public API on the cpu plugin: a small transformer block (bias+GELU,
+// residual+LayerNorm, scale+causal mask+softmax, cross-entropy) with its backward graph, run with
+// fusion on and off (disable_fusion; and HTR_FUSION=0 when the environment sets it): same loss and
+// gradients within f32 rounding, and the plan names the fused groups.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "htr/htr_graph.h"
+
+namespace {
+
+#define FZ_REQUIRE(expr)                               \
+  do {                                                 \
+    htr_status_t s_ = (expr);                          \
+    INFO(htr_status_message(s_));                      \
+    bool ok_ = s_ == nullptr;                          \
+    htr_status_free(s_);                               \
+    REQUIRE(ok_);                                      \
+  } while (0)
+
+struct FzEnv {
+  htr_runtime_t* rt = nullptr;
+  htr_device_t* dev = nullptr;
+  FzEnv() {
+    htr_runtime_options_t o;
+    std::memset(&o, 0, sizeof(o));
+    o.struct_size = sizeof(o);
+    const char* files[] = {HTR_TEST_CPU_PLUGIN};
+    o.no_default_search = 1;
+    o.plugin_files = files;
+    o.num_plugin_files = 1;
+    FZ_REQUIRE(htr_runtime_create(&o, &rt));
+    FZ_REQUIRE(htr_runtime_find_device(rt, "cpu:0", &dev));
+  }
+  ~FzEnv() { htr_runtime_destroy(rt); }
+};
+
+htr_value_t FOp(htr_graph_t* g, const char* op, std::vector<htr_value_t> in, std::vector<htr_attr_t> at = {}) {
+  htr_value_t out[4];
+  uint32_t n = 0;
+  FZ_REQUIRE(htr_graph_op(g, op, in.data(), static_cast<uint32_t>(in.size()), at.data(),
+                          static_cast<uint32_t>(at.size()), out, 4, &n));
+  return out[0];
+}
+
+htr_attr_t FAttr(const char* name, double v) {
+  htr_attr_t a;
+  std::memset(&a, 0, sizeof(a));
+  a.name = name;
+  a.kind = HTR_ATTR_FLOAT;
+  a.f = v;
+  return a;
+}
+
+const int64_t kB = 2, kT = 16, kC = 32, kV = 40;
+const char* const kParams[] = {"w_fc", "b_fc", "w_q", "w_k", "ln_w", "ln_b", "w_out"};
+
+struct Result {
+  float loss = 0;
+  std::vector<std::vector<float>> grads;
+  std::vector<std::string> impls;
+  htr_plan_stats_t stats{};
+};
+
+Result RunBlock(FzEnv& env, int disable_fusion) {
+  htr_graph_t* g = nullptr;
+  FZ_REQUIRE(htr_graph_create(&g));
+  const int64_t R = kB * kT;
+  int64_t xs[2] = {R, kC}, ts[1] = {R};
+  htr_value_t x, t, p[7];
+  FZ_REQUIRE(htr_graph_input(g, "x", HTR_DTYPE_F32, 2, xs, &x));
+  FZ_REQUIRE(htr_graph_input(g, "t", HTR_DTYPE_I32, 1, ts, &t));
+  std::vector<std::vector<int64_t>> shapes = {{kC, kC}, {kC}, {kC, kC}, {kC, kC}, {kC}, {kC}, {kC, kV}};
+  for (int i = 0; i < 7; ++i)
+    FZ_REQUIRE(htr_graph_state(g, kParams[i], HTR_DTYPE_F32, static_cast<uint32_t>(shapes[static_cast<size_t>(i)].size()),
+                               shapes[static_cast<size_t>(i)].data(), &p[i]));
+  // MLP: gelu(x W + b); residual + LayerNorm.
+  htr_value_t h = FOp(g, "gelu", {FOp(g, "add", {FOp(g, "matmul", {x, p[0]}), p[1]})});
+  htr_value_t r = FOp(g, "layer_norm", {FOp(g, "add", {x, FOp(g, "matmul", {h, p[2]})}), p[4], p[5]},
+                       {FAttr("eps", 1e-5)});
+  // Attention scores over T with a causal mask (as scaled_dot_product_attention expands).
+  int64_t bt[3] = {kB, kT, kC};
+  htr_attr_t shape_attr;
+  std::memset(&shape_attr, 0, sizeof(shape_attr));
+  shape_attr.name = "shape";
+  shape_attr.kind = HTR_ATTR_INTS;
+  shape_attr.ints = bt;
+  shape_attr.num_ints = 3;
+  htr_value_t q = FOp(g, "reshape", {FOp(g, "matmul", {r, p[2]})}, {shape_attr});
+  htr_value_t k = FOp(g, "reshape", {FOp(g, "matmul", {r, p[3]})}, {shape_attr});
+  htr_value_t v = FOp(g, "reshape", {r}, {shape_attr});
+  htr_attr_t tb;
+  std::memset(&tb, 0, sizeof(tb));
+  tb.name = "trans_b";
+  tb.kind = HTR_ATTR_INT;
+  tb.i = 1;
+  htr_value_t s = FOp(g, "mul_scalar", {FOp(g, "matmul", {q, k}, {tb})}, {FAttr("value", 0.125)});
+  htr_value_t a = FOp(g, "softmax", {FOp(g, "causal_mask", {s})});
+  int64_t flat[2] = {R, kC};
+  shape_attr.ints = flat;
+  shape_attr.num_ints = 2;
+  htr_value_t y = FOp(g, "reshape", {FOp(g, "matmul", {a, v})}, {shape_attr});
+  htr_value_t logits = FOp(g, "matmul", {y, p[6]});
+  htr_value_t loss = FOp(g, "cross_entropy", {logits, t});
+  FZ_REQUIRE(htr_graph_output(g, "loss", loss));
+  htr_value_t grads[7];
+  FZ_REQUIRE(htr_graph_gradients(g, loss, p, 7, grads));
+  for (int i = 0; i < 7; ++i) FZ_REQUIRE(htr_graph_output(g, (std::string("d_") + kParams[i]).c_str(), grads[i]));
+
+  htr_executable_options_t o;
+  std::memset(&o, 0, sizeof(o));
+  o.struct_size = sizeof(o);
+  o.disable_fusion = disable_fusion;
+  htr_executable_t* e = nullptr;
+  FZ_REQUIRE(htr_executable_create(g, env.dev, &o, &e));
+  htr_graph_destroy(g);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int i = 0; i < 7; ++i) {
+    htr_tensor_t* st = nullptr;
+    FZ_REQUIRE(htr_executable_get_state(e, kParams[i], &st));
+    std::vector<float> vals(static_cast<size_t>(htr_tensor_numel(st)));
+    for (auto& val : vals) val = (i == 4 ? 1.0f : 0.0f) + nd(rng) * 0.3f;
+    FZ_REQUIRE(htr_tensor_copy_from_host(st, vals.data(), vals.size() * 4, nullptr));
+    htr_tensor_release(st);
+  }
+  std::vector<float> xv(static_cast<size_t>(R * kC));
+  for (auto& val : xv) val = nd(rng);
+  std::vector<int32_t> tv(static_cast<size_t>(R));
+  for (size_t i = 0; i < tv.size(); ++i) tv[i] = static_cast<int32_t>((i * 7) % kV);
+  tv[3] = -100;  // ignored
+  htr_tensor_t *xt = nullptr, *tt = nullptr;
+  FZ_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, 2, xs, &xt));
+  FZ_REQUIRE(htr_tensor_copy_from_host(xt, xv.data(), xv.size() * 4, nullptr));
+  FZ_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_I32, 1, ts, &tt));
+  FZ_REQUIRE(htr_tensor_copy_from_host(tt, tv.data(), tv.size() * 4, nullptr));
+  FZ_REQUIRE(htr_executable_set_input(e, "x", xt));
+  FZ_REQUIRE(htr_executable_set_input(e, "t", tt));
+  htr_tensor_release(xt);
+  htr_tensor_release(tt);
+  FZ_REQUIRE(htr_executable_run(e, nullptr));
+  FZ_REQUIRE(htr_executable_run(e, nullptr));  // a second run reuses the compiled kernels
+  Result res;
+  auto read = [&](const std::string& name) {
+    htr_tensor_t* out = nullptr;
+    FZ_REQUIRE(htr_executable_output(e, name.c_str(), &out));
+    std::vector<float> vals(static_cast<size_t>(htr_tensor_numel(out)));
+    FZ_REQUIRE(htr_tensor_copy_to_host(out, vals.data(), vals.size() * 4, nullptr));
+    htr_tensor_release(out);
+    return vals;
+  };
+  res.loss = read("loss")[0];
+  for (int i = 0; i < 7; ++i) res.grads.push_back(read(std::string("d_") + kParams[i]));
+  for (uint32_t i = 0; i < htr_executable_op_count(e); ++i) {
+    htr_executable_op_info_t info;
+    std::memset(&info, 0, sizeof(info));
+    info.struct_size = sizeof(info);
+    FZ_REQUIRE(htr_executable_op_info(e, i, &info));
+    res.impls.push_back(info.impl);
+    if (std::string(info.impl).rfind("fused:", 0) == 0) {
+      CHECK(info.num_graph_ops >= 1);
+      CHECK(std::string(info.impl) == std::string("fused:") + info.op);
+    } else {
+      CHECK(info.num_graph_ops == 1);
+    }
+  }
+  res.stats.struct_size = sizeof(res.stats);
+  FZ_REQUIRE(htr_executable_plan_stats(e, &res.stats));
+  htr_executable_destroy(e);
+  return res;
+}
+
+double Nmse(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+bool Has(const std::vector<std::string>& v, const std::string& s) {
+  for (const auto& x : v) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("fused and unfused executables agree; the plan names the fused groups", "[graph][fusion]") {
+  FzEnv env;
+  Result fused = RunBlock(env, 0), plain = RunBlock(env, 1);
+  INFO("loss fused " << fused.loss << " unfused " << plain.loss);
+  CHECK(std::fabs(fused.loss - plain.loss) <= 1e-5 * std::fabs(plain.loss));
+  for (size_t i = 0; i < plain.grads.size(); ++i) {
+    INFO(kParams[i]);
+    REQUIRE(fused.grads[i].size() == plain.grads[i].size());
+    CHECK(Nmse(fused.grads[i], plain.grads[i]) <= 1e-10);
+  }
+  CHECK(plain.stats.num_fused_ops == 0);
+  for (const auto& s : plain.impls) CHECK(s.rfind("fused:", 0) != 0);
+  const char* env_fusion = std::getenv("HTR_FUSION");
+  if (env_fusion && std::string(env_fusion) == "0") {
+    CHECK(fused.stats.num_fused_ops == 0);
+    return;
+  }
+  CHECK(fused.stats.num_fused_ops > 0);
+  CHECK(fused.stats.num_fused_graph_ops > fused.stats.num_fused_ops);
+  CHECK(fused.stats.num_ops < plain.stats.num_ops);
+  CHECK(fused.stats.num_ops + fused.stats.num_fused_graph_ops - fused.stats.num_fused_ops == plain.stats.num_ops);
+  CHECK(Has(fused.impls, "fused:add+gelu"));
+  CHECK(Has(fused.impls, "fused:add+layer_norm"));
+  CHECK(Has(fused.impls, "fused:mul_scalar+causal_mask+softmax"));
+  CHECK(Has(fused.impls, "fused:cross_entropy"));
+  CHECK(Has(fused.impls, "fused:cross_entropy_grad"));
+  CHECK(Has(fused.impls, "fused:layer_norm_grad"));
+  CHECK(Has(fused.impls, "fused:softmax_grad+causal_mask+mul_scalar"));
+  CHECK(Has(fused.impls, "fused:unary_grad"));
+}
