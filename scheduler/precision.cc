@@ -1,0 +1,371 @@
+// The pass replays the graph node by node. Each source value gets one stored value in the new graph
+// (its storage dtype); an op that wants another dtype gets a cast placed right before it, so widened
+// copies live only across that op and the planner can reuse their bytes at once.
+#include "precision.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "ops/half.h"
+#include "ops/ref/kernels.h"
+#include "ops/registry.h"
+#include "runtime/objects.h"
+
+namespace htr::sched {
+
+namespace {
+
+bool IsShapeOp(const std::string& n) {
+  return n == "reshape" || n == "transpose" || n == "slice" || n == "concat" || n == "broadcast_to" ||
+         n == "pad_slice";
+}
+
+bool IsF32PinnedOp(const std::string& n) {
+  return n == "adamw_update" || n == "sgd_momentum_update" || n == "global_norm" || n == "cross_entropy" ||
+         n == "cross_entropy_grad";
+}
+
+// Ops that combine or rescale gradients after they are produced (a gradient's producer, e.g. the
+// weight-gradient matmul, ends the walk).
+bool IsGradientCombiner(const std::string& n) {
+  return n == "add" || n == "sub" || n == "mul" || n == "div" || n == "mul_scalar" || n == "neg" || n == "cast" ||
+         n == "reshape" || n == "minimum" || n == "maximum";
+}
+
+const char* CastName(htr_dtype_t d) {
+  switch (d) {
+    case HTR_DTYPE_BF16: return "bf16";
+    case HTR_DTYPE_F16: return "f16";
+    default: return "f32";
+  }
+}
+
+}  // namespace
+
+Status ParsePrecision(const std::string& name, uint64_t dtype_mask, Precision* out) {
+  if (name.empty() || name == "fp32" || name == "f32") {
+    *out = Precision::kF32;
+  } else if (name == "bf16") {
+    *out = Precision::kBF16;
+  } else if (name == "fp16" || name == "f16") {
+    *out = Precision::kF16;
+  } else if (name == "auto") {
+    if (dtype_mask & HTR_DTYPE_BIT(HTR_DTYPE_BF16)) {
+      *out = Precision::kBF16;
+    } else if (dtype_mask & HTR_DTYPE_BIT(HTR_DTYPE_F16)) {
+      *out = Precision::kF16;
+    } else {
+      *out = Precision::kF32;
+    }
+  } else {
+    return ops::Invalid("precision '" + name + "' is unknown (fp32, bf16, fp16, auto)");
+  }
+  return Status::Ok();
+}
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kBF16: return "bf16";
+    case Precision::kF16: return "fp16";
+    default: return "fp32";
+  }
+}
+
+// ------------------------------------------------------------------------------- GraphReplay
+
+Status GraphReplay::Begin() {
+  map_.assign(src_.values().size(), kNoValue);
+  for (const Port& p : src_.inputs()) {
+    const ValueInfo& i = src_.values()[p.value].info;
+    ValueId v;
+    HTR_OPS_RETURN_IF_ERROR(dst_->AddInput(p.name, i.dtype, i.shape, &v));
+    map_[p.value] = v;
+  }
+  for (const Port& p : src_.states()) {
+    const ValueInfo& i = src_.values()[p.value].info;
+    ValueId v;
+    HTR_OPS_RETURN_IF_ERROR(dst_->AddState(p.name, i.dtype, i.shape, &v));
+    map_[p.value] = v;
+  }
+  return Status::Ok();
+}
+
+ValueId GraphReplay::Map(ValueId v) {
+  if (v >= map_.size()) return kNoValue;
+  if (map_[v] == kNoValue && src_.values()[v].kind == ValueKind::kConstant) {
+    const Value& c = src_.values()[v];
+    ValueId n;
+    if (dst_->AddConstant(c.info.dtype, c.info.shape, c.data.data(), &n).ok()) map_[v] = n;
+  }
+  return map_[v];
+}
+
+Status GraphReplay::Add(const std::string& op, const std::vector<ValueId>& inputs, const ops::Attrs& attrs,
+                        std::vector<ValueId>* outputs) {
+  for (ValueId v : inputs) {
+    if (!dst_->Valid(v)) return ops::Error(HTR_STATUS_INTERNAL, "replay: " + op + " input was not replayed");
+  }
+  return dst_->AddOp(op, inputs, attrs, outputs);
+}
+
+Status GraphReplay::Finish() {
+  for (const Port& o : src_.outputs()) {
+    ValueId v = Map(o.value);
+    if (v == kNoValue) return ops::Error(HTR_STATUS_INTERNAL, "replay: output '" + o.name + "' was not replayed");
+    HTR_OPS_RETURN_IF_ERROR(dst_->AddOutput(o.name, v));
+  }
+  for (const Port& s : src_.states()) {
+    if (s.assigned == kNoValue) continue;
+    ValueId v = Map(s.assigned);
+    if (v == kNoValue) return ops::Error(HTR_STATUS_INTERNAL, "replay: assignment of '" + s.name + "' was not replayed");
+    HTR_OPS_RETURN_IF_ERROR(dst_->Assign(map_[s.value], v));
+  }
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------------------- the pass
+
+Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* out, PrecisionStats* stats) {
+  PrecisionStats st;
+  st.precision = p;
+  GraphReplay r(in, out);
+  HTR_OPS_RETURN_IF_ERROR(r.Begin());
+  const auto& values = in.values();
+  const auto& nodes = in.nodes();
+  if (p == Precision::kF32) {
+    for (const Node& n : nodes) {
+      std::vector<ValueId> ins, outs;
+      for (ValueId v : n.inputs) ins.push_back(r.Map(v));
+      HTR_OPS_RETURN_IF_ERROR(r.Add(n.def->name, ins, n.attrs, &outs));
+      for (size_t k = 0; k < outs.size(); ++k) r.Set(n.outputs[k], outs[k]);
+    }
+    HTR_OPS_RETURN_IF_ERROR(r.Finish());
+    if (stats) *stats = st;
+    return Status::Ok();
+  }
+  const htr_dtype_t L = p == Precision::kBF16 ? HTR_DTYPE_BF16 : HTR_DTYPE_F16;
+
+  // Which intermediates are stored in lowp.
+  const size_t nv = values.size();
+  std::vector<bool> pinned(nv, false);
+  for (const Port& s : in.states()) {
+    if (s.assigned != kNoValue) pinned[s.assigned] = true;
+  }
+  // Parameter gradients: from each optimizer op's gradient operand back through the ops whose
+  // output has the parameter's shape (clipping, unscaling, accumulation, fan-in sums).
+  for (const Node& n : nodes) {
+    if (n.def->name != "adamw_update" && n.def->name != "sgd_momentum_update") continue;
+    const ops::Shape& ps = values[n.inputs[0]].info.shape;
+    std::vector<ValueId> stack{n.inputs[1]};
+    while (!stack.empty()) {
+      const ValueId v = stack.back();
+      stack.pop_back();
+      if (pinned[v] && v != n.inputs[1]) continue;
+      pinned[v] = true;
+      const Value& val = values[v];
+      if (val.kind != ValueKind::kNode || !IsGradientCombiner(nodes[val.node].def->name)) continue;
+      for (ValueId u : nodes[val.node].inputs) {
+        if (values[u].info.shape == ps && !pinned[u]) stack.push_back(u);
+      }
+    }
+  }
+  for (const Port& o : in.outputs()) pinned[o.value] = true;
+  // The loss, the norm and the optimizer, and everything computed from an optimizer's results
+  // (gating, accumulation: the new states must not pass through lowp).
+  std::vector<bool> after_opt(nv, false);
+  for (const Node& n : nodes) {
+    bool post = n.def->name == "adamw_update" || n.def->name == "sgd_momentum_update";
+    for (ValueId v : n.inputs) post = post || after_opt[v];
+    if (!post && !IsF32PinnedOp(n.def->name)) continue;
+    if (IsF32PinnedOp(n.def->name)) {
+      for (ValueId v : n.inputs) pinned[v] = true;
+    }
+    for (ValueId v : n.outputs) {
+      pinned[v] = true;
+      after_opt[v] = after_opt[v] || post;
+    }
+  }
+  std::vector<bool> lowp(nv, false);
+  for (ValueId v = 0; v < nv; ++v) {
+    const Value& val = values[v];
+    lowp[v] = val.kind == ValueKind::kNode && val.info.dtype == HTR_DTYPE_F32 && !pinned[v] &&
+              ops::Numel(val.info.shape) >= kMinLowpElements;
+  }
+
+  // The stored value of source value v, converted to `want` (a cast right here when it differs).
+  auto as = [&](ValueId v, htr_dtype_t want, ValueId* res) -> Status {
+    ValueId s = r.Map(v);
+    if (s == kNoValue) return ops::Error(HTR_STATUS_INTERNAL, "precision: value used before it is produced");
+    if (out->Info(s).dtype == want) {
+      *res = s;
+      return Status::Ok();
+    }
+    std::vector<ValueId> o;
+    HTR_OPS_RETURN_IF_ERROR(r.Add("cast", {s}, ops::Attrs().Str("dtype", CastName(want)), &o));
+    ++st.casts;
+    *res = o[0];
+    return Status::Ok();
+  };
+  // Records the computed value `c` for source output v in v's storage dtype.
+  auto store = [&](ValueId v, ValueId c) -> Status {
+    const htr_dtype_t have = out->Info(c).dtype;
+    if (values[v].info.dtype != HTR_DTYPE_F32 || (have != L && have != HTR_DTYPE_F32)) {
+      r.Set(v, c);
+      return Status::Ok();
+    }
+    const htr_dtype_t want = lowp[v] ? L : HTR_DTYPE_F32;
+    if (lowp[v]) ++st.lowp_values;
+    if (have == want) {
+      r.Set(v, c);
+      return Status::Ok();
+    }
+    std::vector<ValueId> o;
+    HTR_OPS_RETURN_IF_ERROR(r.Add("cast", {c}, ops::Attrs().Str("dtype", CastName(want)), &o));
+    ++st.casts;
+    r.Set(v, o[0]);
+    return Status::Ok();
+  };
+
+  for (const Node& n : nodes) {
+    const std::string& name = n.def->name;
+    std::vector<ValueId> ins(n.inputs.size());
+    htr_dtype_t compute = HTR_DTYPE_F32;
+    if (name == "matmul" && values[n.inputs[0]].info.dtype == HTR_DTYPE_F32) {
+      ++st.lowp_matmuls;
+      if (!native_matmul) {
+        // Round the operands to lowp (no-op for lowp-stored ones), widen, multiply in f32.
+        for (size_t k = 0; k < n.inputs.size(); ++k) {
+          ValueId l;
+          HTR_OPS_RETURN_IF_ERROR(as(n.inputs[k], L, &l));
+          std::vector<ValueId> o;
+          HTR_OPS_RETURN_IF_ERROR(r.Add("cast", {l}, ops::Attrs().Str("dtype", "f32"), &o));
+          ++st.casts;
+          ins[k] = o[0];
+        }
+        std::vector<ValueId> outs;
+        HTR_OPS_RETURN_IF_ERROR(r.Add(name, ins, n.attrs, &outs));
+        HTR_OPS_RETURN_IF_ERROR(store(n.outputs[0], outs[0]));
+        ++st.f32_matmuls;
+        continue;
+      }
+      compute = L;
+    } else if (IsShapeOp(name)) {
+      // Move bytes in lowp when every float operand is stored in lowp.
+      bool all_lowp = true, any_float = false;
+      for (ValueId v : n.inputs) {
+        if (values[v].info.dtype != HTR_DTYPE_F32) continue;
+        any_float = true;
+        all_lowp = all_lowp && out->Info(r.Map(v)).dtype == L;
+      }
+      if (any_float && all_lowp) compute = L;
+    }
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const ValueId v = n.inputs[k];
+      if (values[v].info.dtype == HTR_DTYPE_F32) {
+        HTR_OPS_RETURN_IF_ERROR(as(v, compute, &ins[k]));
+      } else {
+        ins[k] = r.Map(v);
+      }
+    }
+    std::vector<ValueId> outs;
+    HTR_OPS_RETURN_IF_ERROR(r.Add(name, ins, n.attrs, &outs));
+    for (size_t k = 0; k < outs.size(); ++k) HTR_OPS_RETURN_IF_ERROR(store(n.outputs[k], outs[k]));
+  }
+  HTR_OPS_RETURN_IF_ERROR(r.Finish());
+  if (stats) *stats = st;
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------------------------- kernels
+
+ops::Status LowpMatmul(const ops::KernelArgs& a) {
+  const htr_dtype_t d = a.out[0].dtype;
+  if ((d != HTR_DTYPE_BF16 && d != HTR_DTYPE_F16) || a.in[0].dtype != d || a.in[1].dtype != d)
+    return ops::Invalid("matmul (low precision): operands must all be bf16 or all f16");
+  auto widen = [d](const ops::TensorView& t, std::vector<float>* w) {
+    const int64_t n = t.numel();
+    w->resize(static_cast<size_t>(n));
+    const uint16_t* s = t.as<uint16_t>();
+    if (d == HTR_DTYPE_BF16) {
+      for (int64_t i = 0; i < n; ++i) (*w)[static_cast<size_t>(i)] = ops::Bf16ToF32(s[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) (*w)[static_cast<size_t>(i)] = ops::F16ToF32(s[i]);
+    }
+  };
+  std::vector<float> wa, wb, wc(static_cast<size_t>(a.out[0].numel()));
+  widen(a.in[0], &wa);
+  widen(a.in[1], &wb);
+  ops::KernelArgs f = a;
+  f.in[0] = {wa.data(), HTR_DTYPE_F32, a.in[0].shape};
+  f.in[1] = {wb.data(), HTR_DTYPE_F32, a.in[1].shape};
+  f.out[0] = {wc.data(), HTR_DTYPE_F32, a.out[0].shape};
+  HTR_OPS_RETURN_IF_ERROR(ops::ref::Matmul(f));
+  uint16_t* o = a.out[0].as<uint16_t>();
+  for (size_t i = 0; i < wc.size(); ++i) o[i] = d == HTR_DTYPE_BF16 ? ops::F32ToBf16(wc[i]) : ops::F32ToF16(wc[i]);
+  return Status::Ok();
+}
+
+uint32_t InstallLowpKernels(Program* p) {
+  static const ops::OpDef kDef = [] {
+    ops::OpDef d = *ops::FindOp("matmul");
+    d.kernel = LowpMatmul;
+    return d;
+  }();
+  uint32_t n = 0;
+  for (Step& s : p->steps) {
+    if (s.fused >= 0 || s.def->name != "matmul" || s.args.out.empty()) continue;
+    const htr_dtype_t d = s.args.out[0].dtype;
+    if (d != HTR_DTYPE_BF16 && d != HTR_DTYPE_F16) continue;
+    s.def = &kDef;
+    ++n;
+  }
+  return n;
+}
+
+bool ProbeLowpMatmul(htr_device_t* device, htr_dtype_t dtype) {
+  const int64_t shape[2] = {2, 2};
+  htr_tensor_t* t[3] = {nullptr, nullptr, nullptr};
+  bool ok = true;
+  for (auto*& x : t) {
+    htr_status_t s = htr_tensor_create(device, dtype, 2, shape, &x);
+    if (s) {
+      htr_status_free(s);
+      ok = false;
+    }
+  }
+  int32_t score = 0;
+  if (ok) {
+    htr_status_t s = htr_op_query(device, "matmul", t, 2, t + 2, 1, nullptr, 0, &score);
+    if (s) {
+      htr_status_free(s);
+      score = 0;
+    }
+  }
+  for (auto* x : t) htr_tensor_release(x);
+  return ok && score > 0;
+}
+
+htr_status_t ArenaViewAs(htr_tensor_t* arena, htr_dtype_t dtype, const ops::Shape& shape, uint64_t byte_offset,
+                         htr_tensor_t** out) {
+  *out = nullptr;
+  const uint64_t esize = ops::DtypeSize(dtype);
+  const uint64_t base = static_cast<uint64_t>(arena->offset) * ops::DtypeSize(arena->dtype) + byte_offset;
+  const uint64_t bytes = static_cast<uint64_t>(ops::Numel(shape)) * esize;
+  if (esize == 0 || base % esize != 0 || shape.size() > HTR_MAX_RANK || base + bytes > arena->storage->bytes)
+    return htr_status_new(HTR_STATUS_INTERNAL, "arena view out of range or misaligned");
+  auto v = std::make_unique<htr_tensor_s>();
+  v->storage = arena->storage;
+  v->device = arena->device;
+  v->dtype = dtype;
+  v->rank = static_cast<uint32_t>(shape.size());
+  const ops::Shape st = ops::ContiguousStrides(shape);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    v->shape[i] = shape[i];
+    v->strides[i] = st[i];
+  }
+  v->offset = static_cast<int64_t>(base / esize);
+  *out = v.release();
+  return nullptr;
+}
+
+}  // namespace htr::sched
