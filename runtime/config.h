@@ -10,6 +10,7 @@
 //   HTR_LAYERS           ','-separated layer names (interposers)
 //   HTR_CACHE_DIR        kernel cache directory
 //   HTR_LOG              error|warn|info|debug|trace (default warn)
+//   HTR_FUSION           0/off/false: executables skip the fusion pass (scheduler)
 #ifndef HTR_RUNTIME_CONFIG_H_
 #define HTR_RUNTIME_CONFIG_H_
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/layout.h"
+#include "runtime/profiler.h"
 
 namespace htr::rt {
 namespace {
@@ -41,12 +42,15 @@ Status ReadToHost(const htr_tensor_s* t, void* dst, StreamChoice s) {
   const uint64_t n = static_cast<uint64_t>(Numel(t->rank, t->shape)) * DtypeSize(t->dtype);
   if (n == 0) return Status();
   const htr_device_s* dev = t->device;
+  prof::Dispatch prof(prof::Kind::kCopy, dev, s.stream, "copy d2h");
+  prof.SetBytes(n, n);
   const bool contiguous = IsContiguous(t->rank, t->shape, t->strides);
   int64_t dense[HTR_MAX_RANK];
   ContiguousStrides(t->rank, t->shape, dense);
   if (contiguous && HasBuffer(t)) {
     HTR_RETURN_IF_ERROR(Status(dev->api->copy_device_to_host(
         s.stream->handle, t->storage->block.buffer, TensorByteOffset(t), dst, n)));
+    prof.Launched();
     return s.sync ? Sync(s) : Status();
   }
   if (t->storage->host != nullptr) {
@@ -69,12 +73,15 @@ Status WriteFromHost(const htr_tensor_s* t, const void* src, StreamChoice s) {
   const uint64_t n = static_cast<uint64_t>(Numel(t->rank, t->shape)) * DtypeSize(t->dtype);
   if (n == 0) return Status();
   const htr_device_s* dev = t->device;
+  prof::Dispatch prof(prof::Kind::kCopy, dev, s.stream, "copy h2d");
+  prof.SetBytes(n, n);
   const bool contiguous = IsContiguous(t->rank, t->shape, t->strides);
   int64_t dense[HTR_MAX_RANK];
   ContiguousStrides(t->rank, t->shape, dense);
   if (contiguous && HasBuffer(t)) {
     HTR_RETURN_IF_ERROR(Status(dev->api->copy_host_to_device(
         s.stream->handle, src, t->storage->block.buffer, TensorByteOffset(t), n)));
+    prof.Launched();
     return s.sync ? Sync(s) : Status();
   }
   if (t->storage->host != nullptr) {
@@ -130,6 +137,8 @@ Status CopyTensor(htr_tensor_t* dst, htr_tensor_t* src, htr_stream_t* stream) {
   HTR_ASSIGN_OR_RETURN(StreamChoice ds, htr::rt::ChooseStream(dst->device, stream, "htr_tensor_copy"));
   const uint64_t n = htr_tensor_nbytes(dst);
   if (n == 0) return Status();
+  htr::prof::Dispatch prof(htr::prof::Kind::kCopy, dst->device, ds.stream, "copy d2d");
+  prof.SetBytes(n, n);
   const bool same_plugin = dst->device->plugin == src->device->plugin;
   const bool dense = htr::rt::IsContiguous(dst->rank, dst->shape, dst->strides) &&
                      htr::rt::IsContiguous(src->rank, src->shape, src->strides);
@@ -138,6 +147,7 @@ Status CopyTensor(htr_tensor_t* dst, htr_tensor_t* src, htr_stream_t* stream) {
     HTR_RETURN_IF_ERROR(Status(dst->device->api->copy_device_to_device(
         ds.stream->handle, src->storage->block.buffer, htr::rt::TensorByteOffset(src),
         dst->storage->block.buffer, htr::rt::TensorByteOffset(dst), n)));
+    prof.Launched();
     if (ds.sync) return Status(dst->device->api->stream_synchronize(ds.stream->handle));
     return Status();
   }
@@ -157,9 +167,12 @@ Status FillBytes(htr_tensor_t* t, uint8_t value, htr_stream_t* stream) {
   HTR_ASSIGN_OR_RETURN(StreamChoice s, htr::rt::ChooseStream(t->device, stream, "htr_tensor_fill_bytes"));
   const uint64_t n = htr_tensor_nbytes(t);
   if (n == 0) return Status();
+  htr::prof::Dispatch prof(htr::prof::Kind::kFill, t->device, s.stream, "fill");
+  prof.SetBytes(0, n);
   if (htr::rt::IsContiguous(t->rank, t->shape, t->strides) && t->storage->block.buffer) {
     HTR_RETURN_IF_ERROR(Status(t->device->api->fill(s.stream->handle, t->storage->block.buffer,
                                                      htr::rt::TensorByteOffset(t), n, value)));
+    prof.Launched();
     if (s.sync) return Status(t->device->api->stream_synchronize(s.stream->handle));
     return Status();
   }

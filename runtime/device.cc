@@ -71,6 +71,12 @@ HTR_API htr_status_t htr_device_pool_reset_peak(htr_device_t* device) {
   return nullptr;
 }
 
+HTR_API htr_status_t htr_device_pool_set_limit(htr_device_t* device, uint64_t bytes) {
+  if (device == nullptr) return htr_status_new(HTR_STATUS_INVALID_ARGUMENT, "device is NULL");
+  device->pool->SetLimit(bytes);
+  return nullptr;
+}
+
 HTR_API htr_status_t htr_device_default_stream(htr_device_t* device, htr_stream_t** out_stream) {
   if (device == nullptr) return htr_status_new(HTR_STATUS_INVALID_ARGUMENT, "device is NULL");
   if (out_stream == nullptr)

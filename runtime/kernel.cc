@@ -9,6 +9,7 @@
 #include "htr/htr_kernel.h"
 #include "runtime/copy.h"
 #include "runtime/objects.h"
+#include "runtime/profiler.h"
 
 using htr::Status;
 using htr::rt::Error;
@@ -139,7 +140,9 @@ HTR_API htr_status_t htr_kernel_launch(htr_stream_t* stream, htr_kernel_t* kerne
     la.grid[2] = grid[2];
     la.args = pargs.data();
     la.num_args = num_args;
+    htr::prof::Dispatch prof(htr::prof::Kind::kKernel, device, s.stream, kernel->info.backend);
     HTR_RETURN_IF_ERROR(Status(device->api->kernel_launch(s.stream->handle, kernel->handle, &la)));
+    prof.Launched();
     if (s.sync) return Status(device->api->stream_synchronize(s.stream->handle));
     return Status();
   });

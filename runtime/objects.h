@@ -121,7 +121,8 @@ void AdoptPlugins(htr_runtime_s* runtime, LoadResult result);
 
 // Byte offset of element [0,...] of `t` within its storage.
 inline uint64_t TensorByteOffset(const htr_tensor_s* t) {
-  return static_cast<uint64_t>(t->offset) * DtypeSize(t->dtype);
+  // The pool hands out blocks inside larger segments (runtime/pool.h): add the block's offset.
+  return t->storage->block.offset + static_cast<uint64_t>(t->offset) * DtypeSize(t->dtype);
 }
 
 }  // namespace htr::rt

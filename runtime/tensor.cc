@@ -4,6 +4,7 @@
 #include "runtime/layout.h"
 #include "runtime/log.h"
 #include "runtime/objects.h"
+#include "runtime/profiler.h"
 
 namespace htr::rt {
 
@@ -12,6 +13,7 @@ Storage::~Storage() {
     if (dl->deleter) dl->deleter(dl);
   } else if (block.buffer != nullptr) {
     device->pool->Free(block);
+    prof::MemoryEvent(prof::Kind::kFree, device, block.size);
   }
 }
 
@@ -20,6 +22,7 @@ StatusOr<std::shared_ptr<Storage>> AllocateStorage(htr_device_s* device, uint64_
   st->device = device;
   st->bytes = bytes;
   HTR_ASSIGN_OR_RETURN(st->block, device->pool->Allocate(bytes));
+  prof::MemoryEvent(prof::Kind::kAlloc, device, st->block.size);
   if (device->host_accessible) {
     void* p = nullptr;
     Status s(device->api->buffer_host_ptr(device->handle, st->block.buffer, &p));

@@ -12,11 +12,15 @@
 #include <vector>
 
 #include "api_util.h"
+#include "fused_exec.h"
+#include "fusion.h"
 #include "graph.h"
 #include "graph_handle.h"
 #include "host_engine.h"
 #include "htr/htr_graph.h"
 #include "program.h"
+#include "memory_report.h"  // memory passes and report (issue 5)
+#include "runtime/profiler.h"
 
 
 namespace {
@@ -53,10 +57,14 @@ struct htr_executable_s {
   std::vector<std::string> impl;       // per step
   htr_stream_t* run_stream = nullptr;
   std::vector<htr_tensor_t*> run_input_tensor;  // per input port, for this run
+  std::unique_ptr<htr::sched::FusedExec> fusion;  // fused groups' kernels (fusion pass on)
+  htr::sched::FusionStats fusion_stats;
+  htr::sched::MemoryReport memory_report;  // scheduler/memory_report.h
 
   const Program& prog() const { return engine ? engine->program() : program; }
 
   ~htr_executable_s() {
+    fusion.reset();
     htr_tensor_release(arena);
     for (auto* t : states) htr_tensor_release(t);
     for (auto* t : bound) htr_tensor_release(t);
@@ -98,6 +106,8 @@ htr_status_t CheckMatch(const char* what, const char* name, htr_tensor_t* t, con
 htr_status_t ArenaView(htr_executable_s* e, ValueId v, htr_tensor_t** out) {
   const auto& info = e->program.values[v].info;
   htr::ops::Shape st = htr::ops::ContiguousStrides(info.shape);
+  if (info.dtype != HTR_DTYPE_F32)  // low-precision operands (scheduler/precision.h)
+    return htr::sched::ArenaViewAs(e->arena, info.dtype, info.shape, e->program.slots[v].offset, out);
   return htr_tensor_view(e->arena, static_cast<uint32_t>(info.shape.size()), info.shape.data(), st.data(),
                          static_cast<int64_t>(e->program.slots[v].offset / 4), out);
 }
@@ -126,7 +136,7 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
     const auto& s = p.steps[i];
     if (s.def->name != "matmul") continue;
     const auto &a = p.values[s.inputs[0]].info, &b = p.values[s.inputs[1]].info;
-    if (a.dtype != HTR_DTYPE_F32 || !LibraryBatchOk(a.shape, b.shape)) continue;
+    if ((a.dtype != HTR_DTYPE_F32 && a.dtype != HTR_DTYPE_BF16 && a.dtype != HTR_DTYPE_F16) || !LibraryBatchOk(a.shape, b.shape)) continue;
     LibStep ls;
     bool usable = true;
     std::vector<htr_tensor_t*> query_in;
@@ -183,8 +193,11 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
 class LibRunner final : public htr::sched::StepRunner {
  public:
   explicit LibRunner(htr_executable_s* e) : e_(e) {}
-  bool Handles(size_t step) const override { return e_->lib_index[step] >= 0; }
+  bool Handles(size_t step) const override {
+    return e_->lib_index[step] >= 0 || (e_->fusion && e_->fusion->Handles(e_->program, step));
+  }
   htr::ops::Status Run(size_t step) override {
+    if (e_->lib_index[step] < 0) return FromC(e_->fusion->Run(e_->program, step, e_->run_stream, e_->run_input_tensor));
     LibStep& ls = e_->lib[static_cast<size_t>(e_->lib_index[step])];
     std::vector<htr_tensor_t*> in = ls.in;
     for (size_t k = 0; k < in.size(); ++k) {
@@ -239,7 +252,14 @@ htr_status_t PublishOutput(htr_executable_s* e, size_t i, const void* src) {
   const Program& p = e->prog();
   const auto& info = p.values[p.outputs[i].value].info;
   htr_tensor_t* t = nullptr;
-  if (htr_status_t st = CreateTensor(e->device, info, &t)) return st;
+  if (htr_status_t st = CreateTensor(e->device, info, &t)) {  // name the tensor (e.g. out of memory)
+    const std::string m = "output '" + p.outputs[i].name + "' (" + htr::ops::DtypeName(info.dtype) +
+                          htr::ops::ShapeStr(info.shape) + ", " + std::to_string(p.slots[p.outputs[i].value].bytes) +
+                          " bytes): " + htr_status_message(st);
+    const htr_status_code_t code = htr_status_code(st);
+    htr_status_free(st);
+    return Err(code, m);
+  }
   if (htr_status_t st = htr_tensor_copy_from_host(t, src, p.slots[p.outputs[i].value].bytes, nullptr)) {
     htr_tensor_release(t);
     return st;
@@ -274,7 +294,8 @@ htr_status_t RunHostAccessible(htr_executable_s* e) {
     }
   }
   LibRunner runner(e);
-  if (htr_status_t st = StatusFromOps(htr::sched::Execute(&p, ptrs, e->lib.empty() ? nullptr : &runner))) return st;
+  const bool any_runner = !e->lib.empty() || e->fusion_stats.groups > 0;
+  if (htr_status_t st = StatusFromOps(htr::sched::Execute(&p, ptrs, any_runner ? &runner : nullptr))) return st;
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     if (htr_status_t st = PublishOutput(e, i, ptrs[p.outputs[i].value])) return st;
   }
@@ -311,6 +332,10 @@ htr_status_t NullArg(const char* fn, const char* arg) {
 
 }  // namespace
 
+namespace htr::sched {
+const MemoryReport* ExecutableMemoryReport(const htr_executable_s* e) { return &e->memory_report; }
+}  // namespace htr::sched
+
 extern "C" {
 
 HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_t* device,
@@ -333,6 +358,13 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       opt.num_threads = options->num_threads;
     if (HTR_STRUCT_HAS_FIELD(options, htr_executable_options_t, force_host_staging))
       opt.force_host_staging = options->force_host_staging;
+    if (HTR_STRUCT_HAS_FIELD(options, htr_executable_options_t, disable_fusion))
+      opt.disable_fusion = options->disable_fusion;
+    if (HTR_STRUCT_HAS_FIELD(options, htr_executable_options_t, memory_budget)) {
+      opt.precision = options->precision;
+      opt.recompute = options->recompute;
+      opt.memory_budget = options->memory_budget;
+    }
   }
   uint32_t threads = opt.num_threads;
   if (threads == 0) {
@@ -348,10 +380,31 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
   if (htr_status_t st = htr_device_properties(device, &props)) return st;
   e->host_access = (props.capabilities & HTR_CAP_HOST_ACCESSIBLE) != 0 && opt.force_host_staging == 0;
   const bool reuse = opt.disable_memory_reuse == 0;
+  // Memory passes (mixed precision, recomputation) on a copy of the graph: scheduler/memory_report.h.
+  htr::sched::MemoryPassOptions mopt;
+  mopt.precision = opt.precision ? opt.precision : "";
+  mopt.dtype_mask = props.dtype_mask;
+  mopt.low_precision_ok = e->host_access;
+  mopt.device = device;
+  mopt.recompute = opt.recompute != 0;
+  mopt.memory_budget = opt.memory_budget;
+  htr::sched::PassedGraph passed;
+  if (htr_status_t st = ToC(htr::sched::ApplyMemoryPasses(graph->g, mopt, &passed, &e->memory_report))) return st;
+  const htr::sched::Graph& src_graph = *passed.result;
   if (e->host_access) {
-    if (htr_status_t st = ToC(htr::sched::Compile(graph->g, reuse, threads, &e->program))) return st;
+    // Fusion pass: fused groups compiled through the plugin's kernel IR entry (scheduler/fusion.h).
+    std::unique_ptr<htr::sched::Fuser> fuser;
+    if (opt.disable_fusion == 0 && (props.capabilities & HTR_CAP_KERNEL_IR) && htr::sched::FusionEnabledByEnv()) {
+      e->fusion.reset(new htr::sched::FusedExec(device));
+      htr::sched::FusedExec* fx = e->fusion.get();
+      fuser.reset(new htr::sched::Fuser([fx](const htr::sched::FusedGroup& g, std::string* why) { return fx->Compile(g, why); }));
+    }
+    if (htr_status_t st = ToC(htr::sched::Compile(src_graph, reuse, threads, &e->program, fuser.get()))) return st;
+    htr::sched::InstallLowpKernels(&e->program);
+    if (reuse) htr::sched::ApplyInPlace(&e->program);  // in-place elementwise steps (memory_report.h)
+    if (fuser) e->fusion_stats = fuser->stats();
   } else {
-    if (htr_status_t st = ToC(htr::sched::HostEngine::Create(graph->g, reuse, threads, &e->engine))) return st;
+    if (htr_status_t st = ToC(htr::sched::HostEngine::Create(src_graph, reuse, threads, &e->engine))) return st;
   }
   const Program& p = e->prog();
   for (const auto& s : p.states) {
@@ -369,6 +422,12 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
     const int64_t n = static_cast<int64_t>((p.plan.peak_bytes + 3) / 4) + 1;
     if (htr_status_t st = htr_tensor_create(device, HTR_DTYPE_F32, 1, &n, &e->arena)) return st;
     if (htr_status_t st = PlanLibrary(e.get(), opt.disable_library_ops != 0)) return st;
+    if (e->fusion && e->fusion_stats.groups > 0) {
+      if (htr_status_t st = e->fusion->Bind(e->program, e->arena, e->states)) return st;
+      for (size_t i = 0; i < p.steps.size(); ++i) {
+        if (p.steps[i].fused >= 0) e->impl[i] = "fused:" + p.fused[static_cast<size_t>(p.steps[i].fused)].name;
+      }
+    }
   } else {
     e->lib_index.assign(p.steps.size(), -1);
     e->impl.assign(p.steps.size(), "reference");
@@ -376,6 +435,7 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       if (p.steps[i].alias) e->impl[i] = "alias";
     }
   }
+  htr::sched::BuildMemoryReport(e->prog(), e->impl, &e->memory_report);
   *out_executable = e.release();
   return nullptr;
   HTR_SCHED_API_END
@@ -437,6 +497,7 @@ HTR_API htr_status_t htr_executable_run(htr_executable_t* e, htr_stream_t* strea
     if (htr_status_t st = htr_stream_synchronize(stream)) return st;
   }
   e->run_stream = stream;
+  htr::prof::RunScope prof_run(e->device);  // profiler: steps below belong to this device
   htr_status_t st = e->host_access ? RunHostAccessible(e) : RunStaged(e);
   e->run_stream = nullptr;
   return st;
@@ -471,9 +532,14 @@ HTR_API htr_status_t htr_executable_plan_stats(const htr_executable_t* e, htr_pl
   uint32_t aliases = 0;
   for (const auto& s : p.steps) aliases += s.alias ? 1 : 0;
   out->num_library_ops = static_cast<uint32_t>(e->lib.size());
-  out->num_reference_ops = out->num_ops - out->num_library_ops - aliases;
+  const uint32_t fused = e->fusion_stats.groups;
+  out->num_reference_ops = out->num_ops - out->num_library_ops - aliases - fused;
   out->num_values = p.num_materialized;
   if (HTR_STRUCT_HAS_FIELD(out, htr_plan_stats_t, num_alias_ops)) out->num_alias_ops = aliases;
+  if (HTR_STRUCT_HAS_FIELD(out, htr_plan_stats_t, num_fused_graph_ops)) {
+    out->num_fused_ops = fused;
+    out->num_fused_graph_ops = e->fusion_stats.graph_ops;
+  }
   return nullptr;
 }
 
@@ -490,8 +556,10 @@ HTR_API htr_status_t htr_executable_op_info(const htr_executable_t* e, uint32_t 
   const Program& p = e->prog();
   if (index >= p.steps.size()) return Err(HTR_STATUS_OUT_OF_RANGE, "htr_executable_op_info: index out of range");
   const auto& s = p.steps[index];
-  out->op = s.def->name.c_str();
+  out->op = s.fused >= 0 ? p.fused[static_cast<size_t>(s.fused)].name.c_str() : s.def->name.c_str();
   out->impl = e->impl[index].c_str();
+  if (HTR_STRUCT_HAS_FIELD(out, htr_executable_op_info_t, num_graph_ops))
+    out->num_graph_ops = s.fused >= 0 ? static_cast<uint32_t>(p.fused[static_cast<size_t>(s.fused)].members.size()) : 1;
   out->num_inputs = static_cast<uint32_t>(s.inputs.size());
   out->num_outputs = static_cast<uint32_t>(s.outputs.size());
   uint64_t b = 0;

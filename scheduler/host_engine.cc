@@ -4,9 +4,10 @@
 
 namespace htr::sched {
 
-Status HostEngine::Create(const Graph& graph, bool reuse, uint32_t threads, std::unique_ptr<HostEngine>* out) {
+Status HostEngine::Create(const Graph& graph, bool reuse, uint32_t threads, std::unique_ptr<HostEngine>* out,
+                          StepRewriter* rewriter) {
   std::unique_ptr<HostEngine> e(new HostEngine());
-  HTR_OPS_RETURN_IF_ERROR(Compile(graph, reuse, threads, &e->program_));
+  HTR_OPS_RETURN_IF_ERROR(Compile(graph, reuse, threads, &e->program_, rewriter));
   const Program& p = e->program_;
   for (const Port& in : p.inputs) e->inputs_.emplace_back(p.slots[in.value].bytes, 0);
   for (const Port& st : p.states) e->states_.emplace_back(p.slots[st.value].bytes, 0);

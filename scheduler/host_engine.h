@@ -15,8 +15,10 @@ namespace htr::sched {
 
 class HostEngine {
  public:
-  // Compiles `graph`; states start zero-filled.
-  static Status Create(const Graph& graph, bool reuse, uint32_t threads, std::unique_ptr<HostEngine>* out);
+  // Compiles `graph`; states start zero-filled. `rewriter` (e.g. the fusion pass, whose fused steps
+  // then run their members' reference kernels) may be nullptr.
+  static Status Create(const Graph& graph, bool reuse, uint32_t threads, std::unique_ptr<HostEngine>* out,
+                       StepRewriter* rewriter = nullptr);
 
   // Copy `bytes` (must equal the port's dense size) into input/state `name`.
   Status SetInput(const std::string& name, const void* data, size_t bytes);

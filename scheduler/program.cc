@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fusion.h"
+#include "runtime/profiler_hook.h"
+
 namespace htr::sched {
 
-Status Compile(const Graph& g, bool reuse, uint32_t threads, Program* out) {
+Status Compile(const Graph& g, bool reuse, uint32_t threads, Program* out, StepRewriter* rewriter) {
   Program p;
   p.values = g.values();
   p.inputs = g.inputs();
@@ -36,6 +39,7 @@ Status Compile(const Graph& g, bool reuse, uint32_t threads, Program* out) {
     s.attrs = nodes[i].attrs;
     p.steps.push_back(std::move(s));
   }
+  if (rewriter) HTR_OPS_RETURN_IF_ERROR(rewriter->Rewrite(&p));
   // Slots and lifetimes.
   p.slots.assign(nv, Slot{});
   const uint32_t end = static_cast<uint32_t>(p.steps.size());
@@ -94,15 +98,21 @@ Status Compile(const Graph& g, bool reuse, uint32_t threads, Program* out) {
     if (p.slots[v].kind == SlotKind::kArena && root[v] != v) p.slots[v].offset = p.slots[root[v]].offset;
   }
   p.num_materialized = static_cast<uint32_t>(arena_values.size());
-  for (Step& s : p.steps) {
-    s.args.attrs = &s.attrs;
+  auto fill_args = [&](Step& s) {
     s.args.num_threads = threads > 0 ? threads : 1;
     for (ValueId v : s.inputs) s.args.in.push_back({nullptr, p.values[v].info.dtype, p.values[v].info.shape});
     for (ValueId v : s.outputs) s.args.out.push_back({nullptr, p.values[v].info.dtype, p.values[v].info.shape});
+  };
+  for (Step& s : p.steps) fill_args(s);
+  for (FusedGroup& f : p.fused) {
+    for (Step& s : f.members) fill_args(s);
   }
   *out = std::move(p);
   // attrs pointers must refer to the moved-to steps.
   for (Step& s : out->steps) s.args.attrs = &s.attrs;
+  for (FusedGroup& f : out->fused) {
+    for (Step& s : f.members) s.args.attrs = &s.attrs;
+  }
   return Status::Ok();
 }
 
@@ -112,6 +122,7 @@ Status Execute(Program* p, const std::vector<void*>& ptrs, StepRunner* runner) {
     Step& s = p->steps[i];
     Status st;
     if (s.alias) continue;
+    htr::prof::StepScope prof_step(*p, i, runner);  // profiler: one branch when off
     if (runner && runner->Handles(i)) {
       st = runner->Run(i);
       pending_library = true;
@@ -120,9 +131,13 @@ Status Execute(Program* p, const std::vector<void*>& ptrs, StepRunner* runner) {
         HTR_OPS_RETURN_IF_ERROR(runner->Sync());
         pending_library = false;
       }
-      for (size_t k = 0; k < s.inputs.size(); ++k) s.args.in[k].data = ptrs[s.inputs[k]];
-      for (size_t k = 0; k < s.outputs.size(); ++k) s.args.out[k].data = ptrs[s.outputs[k]];
-      st = s.def->kernel(s.args);
+      if (s.fused >= 0) {
+        st = RunFusedReference(*p, static_cast<size_t>(s.fused), ptrs);
+      } else {
+        for (size_t k = 0; k < s.inputs.size(); ++k) s.args.in[k].data = ptrs[s.inputs[k]];
+        for (size_t k = 0; k < s.outputs.size(); ++k) s.args.out[k].data = ptrs[s.outputs[k]];
+        st = s.def->kernel(s.args);
+      }
     }
     if (!st.ok()) {
       st.message = "step " + std::to_string(i) + " (" + s.def->name + "): " + st.message;

@@ -32,6 +32,36 @@ struct Step {
   // A reshape whose output shares its input's arena bytes (values are immutable, and row-major
   // reshape keeps the byte order): nothing runs.
   bool alias = false;
+  // >= 0: this step is fused group `fused` of Program::fused (scheduler/fusion.h): its inputs are the
+  // group's external inputs, its outputs the member outputs used outside the group; def is the last
+  // member's.
+  int fused = -1;
+};
+
+// One kernel launch of a fused group. Arguments refer to program values (pointer arguments),
+// group scratch buffers, or scalars; `specialize` scalars are baked into the compiled kernel.
+struct FusedArg {
+  enum class Kind { kValue, kScratch, kInt, kFloat };
+  Kind kind = Kind::kInt;
+  ValueId value = kNoValue;  // kValue
+  uint32_t scratch = 0;      // kScratch
+  int64_t i = 0;             // kInt
+  double f = 0.0;            // kFloat
+  bool specialize = false;   // scalars: a compile-time constant of the kernel
+};
+
+struct FusedLaunch {
+  std::vector<uint8_t> ir;  // serialized kernel IR (abi/KERNEL_IR.md)
+  uint32_t grid[3] = {1, 1, 1};
+  std::vector<FusedArg> args;  // launch order
+};
+
+// Graph ops run as generated kernels (one launch, or two where a reduction crosses rows).
+struct FusedGroup {
+  std::string name;                  // member op names joined by '+', e.g. "add+gelu"
+  std::vector<Step> members;         // in order; the reference fallback runs them
+  std::vector<uint64_t> scratch_bytes;
+  std::vector<FusedLaunch> launches;
 };
 
 struct Program {
@@ -41,11 +71,23 @@ struct Program {
   std::vector<Slot> slots;  // per value
   MemoryPlan plan;          // arena placement of kArena slots
   uint32_t num_materialized = 0;
+  std::vector<FusedGroup> fused;  // indexed by Step::fused
   static constexpr uint64_t kAlignment = 64;
 };
 
+// Rewrites the pruned step list before memory planning (the fusion pass, scheduler/fusion.h). Slots
+// and lifetimes are then computed over the rewritten steps, so values internal to a fused group get
+// no memory.
+class StepRewriter {
+ public:
+  virtual ~StepRewriter() = default;
+  virtual Status Rewrite(Program* program) = 0;
+};
+
 // Compiles `graph`; `reuse` false disables buffer sharing. `threads` sets KernelArgs.num_threads.
-Status Compile(const Graph& graph, bool reuse, uint32_t threads, Program* out);
+// `rewriter` may be nullptr.
+Status Compile(const Graph& graph, bool reuse, uint32_t threads, Program* out,
+               StepRewriter* rewriter = nullptr);
 
 // Runs one step on host memory or through the library runner.
 class StepRunner {
@@ -57,7 +99,8 @@ class StepRunner {
   virtual Status Sync() = 0;
 };
 
-// Runs every step; `ptrs[v]` is the host address of value v (nullptr for values without a slot).
+// Runs every step; a fused step that the runner does not handle runs its members' reference kernels
+// (scheduler/fusion.h, RunFusedReference). `ptrs[v]` is the host address of value v (nullptr for values without a slot).
 // Failures name the step and op. `runner` may be nullptr.
 Status Execute(Program* program, const std::vector<void*>& ptrs, StepRunner* runner);
 

@@ -167,12 +167,22 @@ typedef struct htr_pool_stats_t {
   uint64_t cache_hits;         /* requests served from the cache */
   uint64_t device_allocs;      /* requests that reached the plugin */
   uint64_t oom_retries;        /* cache flushed and retried after OOM */
+  /* Appended with the memory manager (issue 5; runtime/pool.h): */
+  uint64_t num_splits;         /* cached blocks split to serve a smaller request */
+  uint64_t num_merges;         /* freed blocks coalesced with a free neighbour */
+  uint64_t largest_free_bytes; /* largest cached block */
+  double fragmentation;        /* 1 - largest_free_bytes / bytes_cached (0 when empty) */
 } htr_pool_stats_t;
 
 HTR_API htr_status_t htr_device_pool_stats(htr_device_t* device, htr_pool_stats_t* out_stats);
 /* Return all cached, unused memory to the device. */
 HTR_API htr_status_t htr_device_pool_trim(htr_device_t* device);
 HTR_API htr_status_t htr_device_pool_reset_peak(htr_device_t* device);
+/* Cap the bytes the pool hands out (0 = no cap): a request that would take
+ * bytes_in_use above `bytes` fails with OUT_OF_MEMORY after the pool has
+ * released its cache and retried once, as on a full device. For tests and for
+ * sharing a device. Appended with the memory manager (issue 5). */
+HTR_API htr_status_t htr_device_pool_set_limit(htr_device_t* device, uint64_t bytes);
 
 /* ------------------------------------------------------- streams, events */
 

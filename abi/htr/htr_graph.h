@@ -161,6 +161,25 @@ typedef struct htr_executable_options_t {
   /* Non-zero: run on host copies staged in and out around each run, as
    * devices without host access always do (testing that path). */
   int force_host_staging;
+  /* Non-zero: no fusion pass (every graph op runs on its own). Fusion is also
+   * off when the environment has HTR_FUSION=0, on devices without kernel IR
+   * (HTR_CAP_KERNEL_IR) and on devices without host access. Appended
+   * with the fusion pass. */
+  int disable_fusion;
+  /* Appended with the memory manager (issue 5; scheduler/precision.h,
+   * scheduler/recompute.h). Mixed precision: NULL or "fp32" (default),
+   * "bf16", "fp16", or "auto" (bf16 where the device reports it, else fp16,
+   * else fp32). Matmuls compute in the low precision with wide accumulation;
+   * other ops in fp32; states (master weights, optimizer moments) stay fp32;
+   * intermediates are stored in the low precision between ops. Devices
+   * without host access stay fp32. Borrowed for the call. */
+  const char* precision;
+  /* Non-zero: recompute forward activations in the backward pass, segment
+   * by segment (a transformer block is two segments). */
+  int recompute;
+  /* With recompute: the earliest segments are recomputed until the
+   * activations saved for backward fit in this many bytes; 0 = all. */
+  uint64_t memory_budget;
 } htr_executable_options_t;
 
 /* Compile `graph` for `device`. Only ops that some named output or some
@@ -212,6 +231,9 @@ typedef struct htr_plan_stats_t {
   uint32_t num_reference_ops;  /* of which run as reference kernels */
   uint32_t num_values;         /* arena buffers per run (aliases share one) */
   uint32_t num_alias_ops;      /* of num_ops: reshapes that alias their input (no work) */
+  /* Appended with the fusion pass: */
+  uint32_t num_fused_ops;       /* of num_ops: fused groups run as generated kernels */
+  uint32_t num_fused_graph_ops; /* graph ops those fused groups replace */
 } htr_plan_stats_t;
 
 HTR_API htr_status_t htr_executable_plan_stats(const htr_executable_t* executable,
@@ -221,16 +243,68 @@ HTR_API htr_status_t htr_executable_plan_stats(const htr_executable_t* executabl
 typedef struct htr_executable_op_info_t {
   size_t struct_size;
   const char* op;   /* "matmul"; lives as long as the executable */
-  const char* impl; /* "library:<plugin>", "reference" or "alias" (a reshape
+  const char* impl; /* "library:<plugin>", "fused:<ops>", "reference" or "alias" (a reshape
                      * sharing its input's memory); same lifetime */
   uint32_t num_inputs;
   uint32_t num_outputs;
   uint64_t output_bytes; /* bytes of all outputs */
+  /* Appended with the fusion pass: graph ops this step runs (1, or the members
+   * of a fused group: impl "fused:<op>+<op>...", op the same joined name). */
+  uint32_t num_graph_ops;
 } htr_executable_op_info_t;
 
 HTR_API uint32_t htr_executable_op_count(const htr_executable_t* executable);
 HTR_API htr_status_t htr_executable_op_info(const htr_executable_t* executable, uint32_t index,
                                             htr_executable_op_info_t* out_info);
+
+/* Memory report of an executable (issue 5; scheduler/memory_report.h): the
+ * liveness of every value over the whole step (forward, backward, optimizer).
+ * Byte counts; the breakdown is taken at the step where live bytes peak. */
+typedef struct htr_memory_report_t {
+  size_t struct_size;
+  uint64_t planned_peak_bytes;    /* states + planned arena (buffer reuse) */
+  uint64_t naive_peak_bytes;      /* states + every intermediate separate */
+  uint64_t state_bytes;
+  uint64_t weights_bytes;         /* at the peak step */
+  uint64_t gradients_bytes;
+  uint64_t optimizer_bytes;       /* optimizer state (moments) */
+  uint64_t activations_bytes;     /* forward values (and recomputed ones) */
+  uint64_t workspace_bytes;       /* other backward/optimizer intermediates */
+  uint64_t peak_live_bytes;       /* states + values live at the peak step */
+  uint64_t peak_activation_bytes; /* the most activation bytes live at any step */
+  uint32_t peak_step;
+  uint32_t num_low_precision_matmuls;
+  uint32_t num_fallback_ops;      /* of those, on the reference kernel */
+  uint32_t num_segments;          /* recompute: forward segments found */
+  uint32_t num_recomputed_segments;
+  const char* precision;          /* "fp32", "bf16", "fp16"; lives as long as the executable */
+} htr_memory_report_t;
+
+HTR_API htr_status_t htr_executable_memory_report(const htr_executable_t* executable,
+                                                  htr_memory_report_t* out_report);
+
+/* The largest tensors of the step (states and intermediates), by size,
+ * descending (at most 16). */
+typedef struct htr_memory_tensor_info_t {
+  size_t struct_size;
+  const char* name;     /* state name or "<op>@<step>"; lives as long as the executable */
+  const char* category; /* "weights", "gradients", "optimizer", "activations", "workspace" */
+  uint64_t bytes;
+  htr_dtype_t dtype;
+  uint32_t rank;
+  int64_t shape[HTR_MAX_RANK];
+  uint32_t first_step; /* written at */
+  uint32_t last_step;  /* last read at (the step count: read by the end of the run) */
+} htr_memory_tensor_info_t;
+
+HTR_API uint32_t htr_executable_memory_tensor_count(const htr_executable_t* executable);
+HTR_API htr_status_t htr_executable_memory_tensor(const htr_executable_t* executable, uint32_t index,
+                                                  htr_memory_tensor_info_t* out_info);
+/* The report as text for people. Writes at most capacity-1 characters and a
+ * NUL; *out_length (may be NULL) gets the full length. */
+HTR_API htr_status_t htr_executable_memory_report_text(const htr_executable_t* executable,
+                                                       char* buffer, size_t capacity,
+                                                       size_t* out_length);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -47,6 +47,7 @@
 #ifndef HTR_PLUGIN_H_
 #define HTR_PLUGIN_H_
 
+#include "htr_collective.h"
 #include "htr_kernel_ir.h"
 #include "htr_types.h"
 
@@ -55,7 +56,7 @@ extern "C" {
 #endif
 
 #define HTR_PLUGIN_ABI_MAJOR 1u
-#define HTR_PLUGIN_ABI_MINOR 1u
+#define HTR_PLUGIN_ABI_MINOR 2u
 
 /* Name of the single exported entry symbol. */
 #define HTR_PLUGIN_ENTRY_SYMBOL "htr_plugin_get_api"
@@ -67,6 +68,8 @@ typedef struct htr_plugin_buffer_s htr_plugin_buffer_t; /* device memory */
 typedef struct htr_plugin_stream_s htr_plugin_stream_t; /* in-order queue */
 typedef struct htr_plugin_event_s htr_plugin_event_t;   /* point in a stream */
 typedef struct htr_plugin_kernel_s htr_plugin_kernel_t; /* compiled kernel IR (v1.1) */
+typedef struct htr_plugin_comm_s htr_plugin_comm_t;     /* communicator (v1.2) */
+typedef struct htr_plugin_graph_s htr_plugin_graph_t;   /* captured stream work (v1.2) */
 
 /* Log levels (HTR_LOG=error|warn|info|debug|trace). */
 typedef enum htr_log_level_t {
@@ -160,6 +163,27 @@ typedef struct htr_kernel_launch_args_t {
 } htr_kernel_launch_args_t;
 #define HTR_KERNEL_LAUNCH_ARGS_SIZE_V1_1                                         \
   (offsetof(htr_kernel_launch_args_t, num_args) + sizeof(uint32_t))
+
+/* ---- v1.2: collectives (htr_collective.h) ---- */
+
+/* One collective call. Buffers belong to the communicator's device; offsets
+ * are bytes; `count` is elements of `dtype` as htr_collective_kind_t says.
+ * `src` is NULL for RECV, `dst` NULL for SEND; src == dst (same buffer and
+ * offset) is in place. Everything borrowed for the call. */
+typedef struct htr_collective_args_t {
+  size_t struct_size;
+  htr_collective_kind_t kind;
+  htr_dtype_t dtype;
+  htr_reduce_op_t op; /* ALL_REDUCE, REDUCE_SCATTER */
+  uint32_t peer;      /* BROADCAST: root rank; SEND/RECV: the other rank */
+  uint64_t count;
+  htr_plugin_buffer_t* src;
+  uint64_t src_offset;
+  htr_plugin_buffer_t* dst;
+  uint64_t dst_offset;
+} htr_collective_args_t;
+#define HTR_COLLECTIVE_ARGS_SIZE_V1_2                                            \
+  (offsetof(htr_collective_args_t, dst_offset) + sizeof(uint64_t))
 
 typedef struct htr_plugin_api_t {
   /* ---- frozen header ---- */
@@ -276,12 +300,61 @@ typedef struct htr_plugin_api_t {
    * synchronization, compiled code may not detect them. */
   htr_status_t (*kernel_launch)(htr_plugin_stream_t* stream, htr_plugin_kernel_t* kernel,
                                 const htr_kernel_launch_args_t* args);
+
+  /* ---- v1.2: collectives (optional; all seven NULL or all set, with
+   * HTR_CAP_COLLECTIVES in the device capabilities) ----
+   *
+   * A communicator joins `nranks` devices (of one or several processes);
+   * this device is rank `rank`. comm_create blocks until every rank has
+   * called it with the same id (the plugin may bound the wait and answer
+   * DEADLINE_EXCEEDED). comm_create_local makes one communicator per device
+   * of this process in one call (rank = array index) and must be used when
+   * one thread drives several ranks. Calls on several communicators from
+   * one thread (one rank each) are issued between comm_group_begin and
+   * comm_group_end of the plugin context, which then launches them together
+   * (otherwise the first would wait for the others forever). Collective
+   * errors are statuses, never hangs or aborts: a rank that fails or a
+   * remote error makes later calls return the error (INTERNAL, UNAVAILABLE
+   * for a lost peer, DEVICE_LOST for a sticky device error). */
+  htr_status_t (*comm_get_unique_id)(htr_plugin_ctx_t* ctx, htr_comm_unique_id_t* out_id);
+  htr_status_t (*comm_create)(htr_plugin_device_t* device, const htr_comm_unique_id_t* id,
+                              uint32_t nranks, uint32_t rank, htr_plugin_comm_t** out_comm);
+  /* `devices` and `out_comms` have `count` entries (borrowed for the call). */
+  htr_status_t (*comm_create_local)(htr_plugin_device_t* const* devices, uint32_t count,
+                                    htr_plugin_comm_t** out_comms);
+  /* Waits for the communicator's work; aborts it if it is in error. */
+  void (*comm_destroy)(htr_plugin_comm_t* comm);
+  htr_status_t (*comm_group_begin)(htr_plugin_ctx_t* ctx);
+  htr_status_t (*comm_group_end)(htr_plugin_ctx_t* ctx);
+  /* Enqueues one collective on `stream` (a stream of the communicator's
+   * device). Ranges are checked before anything is enqueued. */
+  htr_status_t (*collective)(htr_plugin_stream_t* stream, htr_plugin_comm_t* comm,
+                             const htr_collective_args_t* args);
+
+  /* ---- v1.2: graph capture and replay (optional; all four NULL or all
+   * set, with HTR_CAP_GRAPHS) ----
+   *
+   * Work enqueued on `stream` between graph_capture_begin and
+   * graph_capture_end is recorded, not run, and becomes a graph that
+   * graph_launch replays on any stream of the device, as often as wanted,
+   * with the same buffers, offsets and scalar values. During capture, the
+   * stream must not be synchronized, and copies to or from host memory
+   * record the host pointer itself (it must stay valid for every replay).
+   * *out_num_nodes (may be NULL) receives the graph's node count. */
+  htr_status_t (*graph_capture_begin)(htr_plugin_stream_t* stream);
+  htr_status_t (*graph_capture_end)(htr_plugin_stream_t* stream, htr_plugin_graph_t** out_graph,
+                                    uint64_t* out_num_nodes);
+  htr_status_t (*graph_launch)(htr_plugin_stream_t* stream, htr_plugin_graph_t* graph);
+  /* Launches already enqueued keep what they need alive. */
+  void (*graph_destroy)(htr_plugin_graph_t* graph);
 } htr_plugin_api_t;
 
 #define HTR_PLUGIN_API_SIZE_V1_0                                                 \
   (offsetof(htr_plugin_api_t, op_launch) + sizeof(void*))
 #define HTR_PLUGIN_API_SIZE_V1_1                                                 \
   (offsetof(htr_plugin_api_t, kernel_launch) + sizeof(void*))
+#define HTR_PLUGIN_API_SIZE_V1_2                                                 \
+  (offsetof(htr_plugin_api_t, graph_destroy) + sizeof(void*))
 
 /* The one symbol a plugin exports. */
 typedef const htr_plugin_api_t* (*htr_plugin_get_api_fn)(uint32_t host_abi_major);

@@ -71,7 +71,8 @@ files      --out-dir DIR  --checkpoint-dir DIR  --checkpoint-every N  --resume [
 eval       --eval-every N  --eval-batches N  --sample-tokens N  --temperature X (0 = greedy)
            --prompt TEXT
 display    --progress auto|bar|plain  --print-every N  --print-plan
-)";
+           --profile FILE (trace of the training steps; read it with htr-prof FILE)
+)" + std::string(MemoryUsage());
 }
 
 std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_preset) {
@@ -178,6 +179,7 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
       {"--progress", choice_flag(&progress, {"auto", "bar", "plain"})},
       {"--print-every", int_flag(&c->print_every, 1)},
       {"--kill-after-step", int_flag(&c->kill_after_step, 0)},
+      {"--profile", str_flag(&c->profile)},
   };
   for (size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
@@ -192,6 +194,11 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
       } else {
         c->resume = "auto";
       }
+      continue;
+    }
+    std::string memory_err;  // --precision, --recompute, ... (memory.h)
+    if (ParseMemoryFlag(words, &i, &c->memory, &memory_err)) {
+      if (!memory_err.empty()) return memory_err;
       continue;
     }
     auto it = flags.find(w);

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "memory.h"
+
 namespace htr_train {
 
 struct Config {
@@ -60,6 +62,9 @@ struct Config {
   int progress = -1;  // -1 auto (TTY), 0 plain lines, 1 bar
   int64_t print_every = 10;
   bool print_plan = false;  // --print-plan: list the step's ops and implementations
+  std::string profile;      // --profile FILE: Chrome trace of the training steps (profile.h)
+
+  MemoryFlags memory;  // --precision, --recompute, --memory-budget, --memory-report (memory.h)
 
   // Testing aid: send SIGKILL to ourselves right after this step (-1 = off).
   int64_t kill_after_step = -1;

@@ -20,6 +20,7 @@
 #include "htr/htr.hpp"
 #include "model.h"
 #include "optimizer.h"
+#include "profile.h"
 #include "progress.h"
 #include "trainer.h"
 #include "weights_io.h"
@@ -178,6 +179,7 @@ int Main(int argc, char** argv) {
   err = trainer.Init();
   if (!err.empty()) return Fail(err);
   std::printf("htr-train: plan: %s\n", trainer.PlanSummary().c_str());
+  if (c.memory.report) std::printf("%s", MemoryReportText(trainer.train_executable(), device.get()).c_str());
   if (c.print_plan) std::printf("%s", trainer.PlanTable().c_str());
   BatchSampler sampler(&corpus.train, seq, c.data_order == "sequential", c.seed);
   if (!resume_path.empty()) {
@@ -224,12 +226,25 @@ int Main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const double tokens_per_step = static_cast<double>(c.batch * seq * c.grad_accum);
+  ProfileSession profile(rt->get(), c.profile);  // --profile FILE (profile.h)
+  LiveStats live(device.get(), m, seq);
+  err = profile.Start();
+  if (!err.empty()) return Fail(err);
   int64_t done = 0;
   for (int64_t step = state.next_step; step < c.steps; ++step) {
     const auto t0 = Clock::now();
+    MemoryBeforeStep(c.memory, device.get(), step);  // --oom-at-step testing aid (memory.h)
     const double lr = LearningRate(c, step, c.steps);
     StepResult r;
+    profile.StepBegin(step);
+    const std::string rng_before = sampler.rng().Save();
     err = trainer.Step(step, lr, &sampler, &r);
+    if (!err.empty() && PrepareOomRetry(err, c.grad_accum, device.get(), step)) {  // memory.h
+      sampler.rng().Load(rng_before);
+      err = trainer.Step(step, lr, &sampler, &r);
+      if (!err.empty()) err = OomRetryFailed(err);
+    }
+    profile.StepEnd();
     if (!err.empty()) {
       progress.Finish();
       return Fail(err);
@@ -237,6 +252,7 @@ int Main(int argc, char** argv) {
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     ++done;
     state.history.records().push_back(StepRecord{step, r.loss, lr, -1});
+    progress.SetLive(live.Line(tokens_per_step / dt));
     progress.Step(step, r.loss, lr, tokens_per_step / dt, r.grad_norm,
                   std::chrono::duration<double>(Clock::now() - start).count(), done);
     if (c.eval_every > 0 && (step + 1) % c.eval_every == 0 && step + 1 < c.steps) {
@@ -253,6 +269,12 @@ int Main(int argc, char** argv) {
     }
   }
   progress.Finish();
+  if (c.memory.report) {  // after the steps, before evaluation allocates (memory.h)
+    std::printf("%s", MemoryReportText(trainer.train_executable(), device.get()).c_str());
+    std::printf("%s", MemoryJsonLine(trainer.train_executable(), device.get(), c.memory).c_str());
+  }
+  err = profile.Finish();
+  if (!err.empty()) return Fail(err);
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
 
   if (state.history.records().empty() || state.history.records().back().val_loss < 0) {

@@ -43,8 +43,11 @@ void BuildTrainStep(GraphBuilder& g, const Config& c, const ModelShape& m,
   htr_value_t logits = Forward(g, m, params, ids, micro_batch, seq);
   htr_value_t loss = Loss(g, logits, targets, micro_batch * seq);
   g.Output("loss", loss);
-  std::vector<htr_value_t> grads = g.Gradients(loss, params);
+  LossScaleGraph ls;  // fp16 dynamic loss scaling (memory.h); off otherwise
+  ls.enabled = c.memory.loss_scaling;
+  std::vector<htr_value_t> grads = g.Gradients(ScaleLoss(g, loss, &ls), params);
   if (!g.ok()) return;
+  UnscaleGradients(g, &grads, ls);
 
   htr_value_t keep = HTR_VALUE_INVALID;
   if (accum) {
@@ -59,6 +62,7 @@ void BuildTrainStep(GraphBuilder& g, const Config& c, const ModelShape& m,
   }
   htr_value_t norm = g.OpN("global_norm", grads).at(0);
   g.Output("grad_norm", norm);
+  CheckFinite(g, norm, &ls);
   if (c.grad_clip > 0) {
     // coef = min(max_norm / (norm + 1e-6), 1), as torch.nn.utils.clip_grad_norm_.
     htr_value_t coef = g.Op("minimum", {g.Op("div", {g.Scalar(c.grad_clip),
@@ -78,7 +82,7 @@ void BuildTrainStep(GraphBuilder& g, const Config& c, const ModelShape& m,
     for (int k = 0; k < 3; ++k) {
       htr_value_t next = out[static_cast<size_t>(k)];
       if (accum) next = g.Add(g.Mul(next, apply), g.Mul(olds[k], keep));
-      g.Assign(olds[k], next);
+      g.Assign(olds[k], GateUpdate(g, next, olds[k], ls));
     }
   }
 }

@@ -165,15 +165,15 @@ void Progress::Step(int64_t step, double loss, double lr, double tokens_per_s, d
     const int filled = static_cast<int>(frac * width);
     std::string b(static_cast<size_t>(filled), '#');
     b.append(static_cast<size_t>(width - filled), '.');
-    std::fprintf(stderr, "\r[%s] step %lld/%lld  loss %.4f  %.0f tok/s  ETA %s   ", b.c_str(),
+    std::fprintf(stderr, "\r[%s] step %lld/%lld  loss %.4f  %.0f tok/s  %s  ETA %s   ", b.c_str(),
                  static_cast<long long>(step + 1), static_cast<long long>(total_), loss,
-                 tokens_per_s, Duration(eta).c_str());
+                 tokens_per_s, live_.c_str(), Duration(eta).c_str());
     std::fflush(stderr);
     bar_open_ = true;
   } else if (step % print_every_ == 0 || step + 1 == total_) {
-    std::printf("step %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s\n",
+    std::printf("step %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  %s  ETA %s\n",
                 static_cast<long long>(step + 1), static_cast<long long>(total_), loss, lr,
-                tokens_per_s, Duration(eta).c_str());
+                tokens_per_s, live_.c_str(), Duration(eta).c_str());
     std::fflush(stdout);
   }
 }

@@ -44,6 +44,8 @@ class Progress {
   void Eval(int64_t step, double val_loss);
   // Ends the bar line.
   void Finish();
+  // Extra text for the step line (profile.h LiveStats: MFU, device memory).
+  void SetLive(const std::string& text) { live_ = text; }
 
  private:
   bool bar_;
@@ -51,6 +53,7 @@ class Progress {
   int64_t print_every_;
   FILE* json_ = nullptr;
   bool bar_open_ = false;
+  std::string live_;
 };
 
 }  // namespace htr_train

@@ -70,6 +70,7 @@ std::string Trainer::Compile(GraphBuilder& g, Executable* exe) {
   htr_executable_options_t opt{};
   opt.struct_size = sizeof(opt);
   opt.num_threads = c_.threads;
+  ApplyMemoryOptions(c_.memory, &opt);  // --precision, --recompute, --memory-budget (memory.h)
   htr_status_t s = htr_executable_create(g.get(), device_, &opt, exe->out());
   return s ? "compiling the graph for " + std::string(htr_device_id(device_)) + ": " + Take(s) : "";
 }
@@ -81,9 +82,9 @@ std::string Trainer::PlanSummary() const {
   if (s) return Take(s);
   char buf[256];
   std::snprintf(buf, sizeof(buf),
-                "%u ops per step (%u library, %u reference), activations %.1f MB planned "
-                "(%.1f MB without reuse), state %.1f MB",
-                st.num_ops, st.num_library_ops, st.num_reference_ops,
+                "%u ops per step (%u library, %u fused kernels for %u graph ops, %u reference), "
+                "activations %.1f MB planned (%.1f MB without reuse), state %.1f MB",
+                st.num_ops, st.num_library_ops, st.num_fused_ops, st.num_fused_graph_ops, st.num_reference_ops,
                 static_cast<double>(st.planned_peak_bytes) / 1e6,
                 static_cast<double>(st.naive_bytes) / 1e6, static_cast<double>(st.state_bytes) / 1e6);
   return buf;
@@ -113,6 +114,7 @@ std::string Trainer::PlanTable() const {
 
 std::string Trainer::Init() {
   GraphBuilder g;
+  c_.memory.loss_scaling = LossScalingEnabled(c_.memory, device_);  // fp16 (memory.h)
   BuildTrainStep(g, c_, m_, specs_, c_.batch, seq_);
   std::string err = Compile(g, &train_);
   if (err.empty()) err = MakeTensor(device_, HTR_DTYPE_I32, {c_.batch, seq_}, &ids_);
@@ -127,6 +129,7 @@ std::string Trainer::Init() {
     err = MakeTensor(device_, HTR_DTYPE_F32, {}, &apply_);
     if (err.empty()) err = Bind(train_.get(), "apply", apply_);
   }
+  if (err.empty()) err = scaler_.Init(c_.memory, c_.memory.loss_scaling, device_, train_.get());
   return err;
 }
 
@@ -200,12 +203,15 @@ std::string Trainer::Step(int64_t step, double lr, BatchSampler* sampler, StepRe
       const float a = k + 1 == c_.grad_accum ? 1.0f : 0.0f;
       err = Upload(apply_, &a, sizeof(a));
     }
+    if (err.empty()) err = scaler_.Upload();
     if (err.empty()) err = Run(train_.get(), "training step");
     double loss = 0;
     if (err.empty()) err = ReadScalar(train_.get(), "loss", &loss);
     loss_sum += loss;
   }
   if (err.empty()) err = ReadScalar(train_.get(), "grad_norm", &out->grad_norm);
+  // fp16: overflowed gradients skip the update (memory.h).
+  if (err.empty()) err = scaler_.Update(train_.get(), step, &out->skipped);
   if (!err.empty()) return "step " + std::to_string(step) + ": " + err;
   out->loss = c_.grad_accum == 1 ? loss_sum : loss_sum / static_cast<double>(c_.grad_accum);
   if (!std::isfinite(out->loss))

@@ -12,6 +12,7 @@
 
 #include "args.h"
 #include "data.h"
+#include "memory.h"
 #include "htr/htr_graph.h"
 #include "model.h"
 #include "weights_io.h"
@@ -34,6 +35,7 @@ class Executable {
 struct StepResult {
   double loss = 0;       // mean over micro-batches, before the update
   double grad_norm = 0;  // before clipping
+  bool skipped = false;  // fp16 loss scaling: gradients overflowed, no update (memory.h)
 };
 
 class Trainer {
@@ -49,6 +51,8 @@ class Trainer {
   std::string PlanSummary() const;
   // One line per (op, implementation) of the training step.
   std::string PlanTable() const;
+  // The training step's executable (memory report, memory.h); owned by the trainer.
+  htr_executable_t* train_executable() const { return train_.get(); }
 
   // Parameters from host vectors (spec order).
   std::string SetParams(const std::vector<std::vector<float>>& values);
@@ -90,6 +94,7 @@ class Trainer {
   htr_tensor_t* step_ = nullptr;
   htr_tensor_t* apply_ = nullptr;
   htr_tensor_t* sample_ids_ = nullptr;
+  LossScaler scaler_;  // fp16 dynamic loss scaling (memory.h)
 };
 
 }  // namespace htr_train

@@ -127,6 +127,10 @@ json Device(htr_device_t* dev, json& errors) {
         {"cache_hits", ps.cache_hits},
         {"device_allocs", ps.device_allocs},
         {"oom_retries", ps.oom_retries},
+        {"num_splits", ps.num_splits},
+        {"num_merges", ps.num_merges},
+        {"largest_free_bytes", ps.largest_free_bytes},
+        {"fragmentation", ps.fragmentation},
     };
   }
   return d;

@@ -129,6 +129,9 @@ void PrintText(const json& r, std::FILE* out) {
                    Get(p, "num_allocs").c_str(), Get(p, "num_frees").c_str(),
                    Get(p, "cache_hits").c_str(), Get(p, "device_allocs").c_str(),
                    Get(p, "oom_retries").c_str());
+      std::fprintf(out, "      pool blocks:    %s splits, %s merges, largest free %s, fragmentation %s\n",
+                   Get(p, "num_splits").c_str(), Get(p, "num_merges").c_str(),
+                   Bytes(p.value("largest_free_bytes", json()), false).c_str(), Get(p, "fragmentation").c_str());
     }
   }
 
