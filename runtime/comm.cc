@@ -8,8 +8,10 @@
 
 #include "htr/htr_comm.h"
 #include "runtime/copy.h"
+#include "runtime/dtype.h"
 #include "runtime/layout.h"
 #include "runtime/objects.h"
+#include "runtime/profiler.h"
 
 using htr::Status;
 using htr::rt::Error;
@@ -108,7 +110,18 @@ Status Run(htr_stream_t* stream, htr_comm_s* comm, htr_collective_kind_t kind, h
   a.dst = d.buffer;
   a.dst_offset = d.offset;
   const htr_plugin_api_t* api = comm->device->api;
+  // Recorded by the profiler as a library call of the plugin, named after
+  // the collective, with the bytes this rank reads and writes.
+  static const char* const kNames[] = {"collective:all_reduce", "collective:all_gather",
+                                       "collective:reduce_scatter", "collective:broadcast",
+                                       "collective:send", "collective:recv"};
+  const size_t name_index = static_cast<size_t>(kind);
+  htr::prof::Dispatch prof(htr::prof::Kind::kLibrary, comm->device, sc.stream,
+                      name_index < sizeof kNames / sizeof kNames[0] ? kNames[name_index] : "collective");
+  const uint64_t esize = htr::rt::DtypeSize(dtype);
+  prof.SetBytes(static_cast<uint64_t>(s.numel) * esize, static_cast<uint64_t>(d.numel) * esize);
   HTR_RETURN_IF_ERROR(Status(api->collective(sc.stream->handle, comm->handle, &a)));
+  prof.Launched();
   if (sc.sync) return Status(api->stream_synchronize(sc.stream->handle));
   return Status();
 }
