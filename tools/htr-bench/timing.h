@@ -19,6 +19,15 @@ struct Timing {
   std::string error;  // non-empty when the callable failed
 };
 
+// Fills reps, min and median of `t` from the samples `v` (sorted in place;
+// not empty).
+inline void Summarize(std::vector<double>& v, Timing* t) {
+  std::sort(v.begin(), v.end());
+  t->reps = static_cast<int>(v.size());
+  t->min_s = v.front();
+  t->median_s = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
 // `fn` returns "" on success or an error text (which stops the timing).
 // reps <= 0: choose reps so the measured phase takes about `budget_s`
 // (between 3 and 50 repetitions), based on the last warmup run.
@@ -42,10 +51,7 @@ Timing TimeIt(F&& fn, int warmup, int reps, double budget_s = 1.0) {
     if (!t.error.empty()) return t;
     v.push_back(std::chrono::duration<double>(clock::now() - a).count());
   }
-  std::sort(v.begin(), v.end());
-  t.reps = reps;
-  t.min_s = v.front();
-  t.median_s = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  Summarize(v, &t);
   return t;
 }
 
@@ -102,13 +108,7 @@ inline std::vector<Timing> TimeInterleaved(std::vector<Contestant>& cs, int warm
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    std::vector<double>& v = samples[i];
-    if (!out[i].error.empty() || v.empty()) continue;
-    std::sort(v.begin(), v.end());
-    out[i].reps = static_cast<int>(v.size());
-    out[i].min_s = v.front();
-    out[i].median_s =
-        v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    if (out[i].error.empty() && !samples[i].empty()) Summarize(samples[i], &out[i]);
   }
   return out;
 }
