@@ -90,6 +90,7 @@ HTR_API htr_status_t htr_op_run(htr_stream_t* stream, const char* op, htr_tensor
       return Error(HTR_STATUS_UNIMPLEMENTED, "plugin {} has no library ops (op '{}')",
                    device->plugin->lib->name(), op);
     HTR_ASSIGN_OR_RETURN(htr::rt::StreamChoice s, htr::rt::ChooseStream(device, stream, "htr_op_run"));
+    if (s.sync) call.desc.flags |= HTR_LAUNCH_HOST_SYNC;  // we synchronize right below
     htr::prof::Dispatch prof(htr::prof::Kind::kLibrary, device, s.stream, op, &call.desc);
     HTR_RETURN_IF_ERROR(Status(device->api->op_launch(s.stream->handle, &call.desc)));
     prof.Launched();

@@ -56,7 +56,7 @@ extern "C" {
 #endif
 
 #define HTR_PLUGIN_ABI_MAJOR 1u
-#define HTR_PLUGIN_ABI_MINOR 2u
+#define HTR_PLUGIN_ABI_MINOR 3u
 
 /* Name of the single exported entry symbol. */
 #define HTR_PLUGIN_ENTRY_SYMBOL "htr_plugin_get_api"
@@ -121,7 +121,22 @@ typedef struct htr_op_desc_t {
   const htr_plugin_tensor_t* outputs;
   uint32_t num_attrs;
   const htr_attr_t* attrs;
+  /* v1.3: HTR_LAUNCH_* bits; read only when struct_size covers it. */
+  uint32_t flags;
 } htr_op_desc_t;
+#define HTR_OP_DESC_SIZE_V1_0 (offsetof(htr_op_desc_t, attrs) + sizeof(void*))
+
+/* v1.3 launch flags (htr_op_desc_t.flags, htr_kernel_launch_args_t.flags).
+ *
+ * HTR_LAUNCH_HOST_SYNC: the host will call stream_synchronize on this stream
+ * from the launching thread right after the entry returns (a synchronous
+ * call of the embedding API, e.g. htr_op_run with a NULL stream). A plugin
+ * whose streams run work on host threads may then leave the work for that
+ * synchronize to run on the calling thread instead of handing it to a
+ * worker; work so left may not start until the stream is synchronized or
+ * more work is enqueued on it. Plugins may ignore the flag. Unknown bits are
+ * ignored. */
+#define HTR_LAUNCH_HOST_SYNC 0x1u
 
 /* ---- v1.1: kernel IR (abi/KERNEL_IR.md) ---- */
 
@@ -160,6 +175,7 @@ typedef struct htr_kernel_launch_args_t {
   uint32_t grid[3];
   const htr_kernel_arg_t* args;
   uint32_t num_args; /* must equal the kernel's argument count */
+  uint32_t flags;    /* v1.3: HTR_LAUNCH_* bits (htr_op_desc_t); read when covered */
 } htr_kernel_launch_args_t;
 #define HTR_KERNEL_LAUNCH_ARGS_SIZE_V1_1                                         \
   (offsetof(htr_kernel_launch_args_t, num_args) + sizeof(uint32_t))

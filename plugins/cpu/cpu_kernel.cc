@@ -287,7 +287,9 @@ htr_status_t kernel_launch(htr_plugin_stream_t* stream, htr_plugin_kernel_t* ker
   const std::array<uint32_t, 3> grid = {args->grid[0], args->grid[1], args->grid[2]};
   htr_plugin_ctx_t* ctx = stream->device->ctx;
   return htr_sdk::guard(host, [&]() -> htr_status_t {
-    stream->queue.submit([ctx, impl, values, iargs, buffers, grid, total]() -> htr_sdk::WorkError {
+    const bool host_sync = HTR_STRUCT_HAS_FIELD(args, htr_kernel_launch_args_t, flags) &&
+                           (args->flags & HTR_LAUNCH_HOST_SYNC) != 0;  // see cpu_ops.cc
+    htr_sdk::Work work = [ctx, impl, values, iargs, buffers, grid, total]() -> htr_sdk::WorkError {
       std::mutex mu;
       htr_sdk::WorkError first;
       const int32_t g32[3] = {static_cast<int32_t>(grid[0]), static_cast<int32_t>(grid[1]),
@@ -323,7 +325,11 @@ htr_status_t kernel_launch(htr_plugin_stream_t* stream, htr_plugin_kernel_t* ker
       });
       (void)g32;
       return first;
-    });
+    };
+    if (host_sync)
+      stream->queue.submit_deferred(std::move(work));
+    else
+      stream->queue.submit(std::move(work));
     return nullptr;
   });
 }

@@ -84,7 +84,13 @@ htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
     args.b = static_cast<const char*>(desc->inputs[1].buffer->ptr) + desc->inputs[1].offset;
     args.c = static_cast<char*>(desc->outputs[0].buffer->ptr) + desc->outputs[0].offset;
     MatmulEngine* engine = ctx->matmul.get();
-    stream->queue.submit([engine, plan, args]() { return engine->run(plan, args); });
+    htr_sdk::Work work = [engine, plan, args]() { return engine->run(plan, args); };
+    // A synchronous call (HTR_LAUNCH_HOST_SYNC) runs on the caller's thread
+    // inside the host's stream_synchronize: no worker wake, no hand-off.
+    if (HTR_STRUCT_HAS_FIELD(desc, htr_op_desc_t, flags) && (desc->flags & HTR_LAUNCH_HOST_SYNC))
+      stream->queue.submit_deferred(std::move(work));
+    else
+      stream->queue.submit(std::move(work));
     return nullptr;
   });
 }

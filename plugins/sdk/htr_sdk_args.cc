@@ -46,7 +46,7 @@ htr_status_t check_alignment(const Host& host, uint64_t alignment) {
 
 namespace {
 
-constexpr size_t kOpDescSizeV1 = offsetof(htr_op_desc_t, attrs) + sizeof(void*);
+constexpr size_t kOpDescSizeV1 = HTR_OP_DESC_SIZE_V1_0;
 constexpr size_t kTensorSizeV1 = offsetof(htr_plugin_tensor_t, strides) + sizeof(void*);
 
 htr_status_t check_tensor(const Host& host, const htr_plugin_tensor_t& t, const char* role,

@@ -75,7 +75,11 @@ void WorkQueue::record_error(WorkError&& e) {
   }
 }
 
-uint64_t WorkQueue::submit(Work work) {
+uint64_t WorkQueue::submit(Work work) { return enqueue(std::move(work), true); }
+
+uint64_t WorkQueue::submit_deferred(Work work) { return enqueue(std::move(work), false); }
+
+uint64_t WorkQueue::enqueue(Work&& work, bool wake) {
   if (mode_ == Mode::kInline) {
     std::lock_guard<std::mutex> exec(inline_mu_);
     uint64_t seq;
@@ -97,7 +101,7 @@ uint64_t WorkQueue::submit(Work work) {
     pending_.emplace_back(seq, std::move(work));  // may throw: nothing changed
     submitted_ = seq;
   }
-  cv_.notify_all();  // the worker and any synchronizing thread share cv_
+  if (wake) cv_.notify_all();  // the worker and any synchronizing thread share cv_
   return seq;
 }
 

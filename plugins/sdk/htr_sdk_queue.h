@@ -78,11 +78,18 @@ class WorkQueue {
   WorkQueue& operator=(const WorkQueue&) = delete;
 
   uint64_t submit(Work work);
+  /* submit without waking the worker (Mode::kThread): for work whose
+   * submitter synchronizes right away (HTR_LAUNCH_HOST_SYNC), so it runs on
+   * the synchronizing thread with no hand-off. The work still runs if the
+   * worker is busy and drains the queue, or at the next submit or
+   * synchronize. In Mode::kInline the same as submit. */
+  uint64_t submit_deferred(Work work);
   WorkError synchronize();
   const std::shared_ptr<Timeline>& timeline() const { return timeline_; }
   Mode mode() const { return mode_; }
 
  private:
+  uint64_t enqueue(Work&& work, bool wake);
   void run();
   void execute(std::pair<uint64_t, Work>&& item);  // runs it; clears running_
   void record_error(WorkError&& e);

@@ -49,6 +49,10 @@ struct MatmulCase {
   std::string impl;     // "" = no impl attribute
   bool extra_attr = false;
   bool probe = false;  // any op_query failure means "not offered" (SKIP)
+  // v1.3 launch flags: HTR_LAUNCH_HOST_SYNC, then either stream_synchronize
+  // right away (the contract) or more work enqueued first (the deferred op
+  // must still run before it); or a 1.0-sized desc (an older host).
+  enum class Launch { kPlain, kHostSync, kHostSyncThenCopy, kDescV1_0 } launch = Launch::kPlain;
 };
 
 // One operand: host values (already rounded to the dtype), its tensor
@@ -205,7 +209,11 @@ Outcome RunMatmul(Fixture& fx, const MatmulCase& c) {
     CONFORM_EXPECT_CODE(api->op_launch(fx.stream.get(), &desc), HTR_STATUS_INVALID_ARGUMENT);
     return Outcome::Pass();
   }
+  if (c.launch == MatmulCase::Launch::kDescV1_0) desc.struct_size = HTR_OP_DESC_SIZE_V1_0;
+  if (c.launch == MatmulCase::Launch::kHostSync || c.launch == MatmulCase::Launch::kHostSyncThenCopy)
+    desc.flags = HTR_LAUNCH_HOST_SYNC;
   CONFORM_OK(api->op_launch(fx.stream.get(), &desc));
+  if (c.launch == MatmulCase::Launch::kHostSync) CONFORM_OK(api->stream_synchronize(fx.stream.get()));
   std::vector<uint8_t> got_bytes(cc.bytes.size());
   CONFORM_DO(fx.Download(bc.get(), c.offset, &got_bytes));
 
@@ -260,6 +268,18 @@ std::vector<MatmulCase> Cases() {
   c = {};
   c.name = "f32_128x96x80";
   c.m = 128, c.n = 96, c.k = 80;
+  add(c);
+  c = {};
+  c.name = "f32_launch_host_sync";
+  c.m = 48, c.n = 40, c.k = 72, c.launch = MatmulCase::Launch::kHostSync;
+  add(c);
+  c = {};
+  c.name = "f32_launch_host_sync_then_copy";
+  c.m = 48, c.n = 40, c.k = 72, c.launch = MatmulCase::Launch::kHostSyncThenCopy;
+  add(c);
+  c = {};
+  c.name = "f32_desc_v1_0_size";
+  c.m = 24, c.n = 16, c.k = 40, c.launch = MatmulCase::Launch::kDescV1_0;
   add(c);
   c = {};
   c.name = "f32_trans_a";
