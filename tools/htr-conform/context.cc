@@ -1,10 +1,11 @@
 // context.cc — case running and crash isolation.
 //
-// Isolation uses fork(): the child inherits the opened plugin state, runs one
-// body, writes its outcome to a pipe and leaves with _exit (no atexit
-// handlers, no stdio flush, no leak check). alarm() in the child bounds a
-// hang. Only bodies that pass bad arguments run this way; they must not rely
-// on plugin worker threads, which a forked child does not have.
+// Isolation: fork, then exec htr-conform itself in child mode (context.h)
+// with the case's suite and name. The child loads the plugin afresh (a
+// forked copy of a process that has started a GPU driver cannot use it),
+// runs the suite passing over every other case, writes the outcome to a
+// pipe and leaves with _exit. alarm(), set before the exec and kept across
+// it, bounds a hang (plugin load included).
 #include "context.h"
 
 #include <signal.h>
@@ -13,6 +14,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
@@ -68,6 +70,10 @@ Context::Context(const Target& target, uint32_t device_index, bool isolate)
 }
 
 void Context::Record(const std::string& name, Outcome o) {
+  if (is_child()) {
+    if (name == child_case_) ReportToParent(o);
+    return;  // another case: the parent records it
+  }
   if (o.result == Result::kSkip && o.detail.empty()) {
     // The kit's own rule: a skip without a reason is a bug in the suite.
     o = Outcome::Fail("case skipped without a reason (conformance kit bug)");
@@ -75,16 +81,19 @@ void Context::Record(const std::string& name, Outcome o) {
   results_.push_back(CaseResult{suite_, name, o.result, std::move(o.detail)});
 }
 
-void Context::Run(const std::string& name, const std::function<Outcome()>& body) {
-  Outcome o;
+Outcome Context::RunBody(const std::function<Outcome()>& body) {
   try {
-    o = body();
+    return body();
   } catch (const std::exception& e) {
-    o = Outcome::Fail(std::string("exception: ") + e.what());
+    return Outcome::Fail(std::string("exception: ") + e.what());
   } catch (...) {
-    o = Outcome::Fail("unknown exception");
+    return Outcome::Fail("unknown exception");
   }
-  Record(name, std::move(o));
+}
+
+void Context::Run(const std::string& name, const std::function<Outcome()>& body) {
+  if (is_child() && name != child_case_) return;  // not ours: never run it here
+  Record(name, RunBody(body));
 }
 
 namespace {
@@ -102,9 +111,31 @@ void WriteAll(int fd, const void* data, size_t n) {
 
 }  // namespace
 
+void Context::ReportToParent(const Outcome& o) {
+  Outcome out = o;
+  if (out.result == Result::kSkip && out.detail.empty())
+    out = Outcome::Fail("case skipped without a reason (conformance kit bug)");
+  const char code = static_cast<char>(out.result);
+  WriteAll(child_fd_, &code, 1);
+  WriteAll(child_fd_, out.detail.data(), out.detail.size());
+  ::close(child_fd_);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(0);  // no atexit handlers, no plugin shutdown: the case may have broken it
+}
+
+void Context::ReportChildCaseNotReached() {
+  ReportToParent(Outcome::Fail("the child run of suite '" + suite_ + "' never reached case '" +
+                               child_case_ + "' (the case list differs between runs)"));
+}
+
 void Context::RunIsolated(const std::string& name, const std::function<Outcome()>& body,
                           unsigned timeout_s) {
-  if (!isolate_) {
+  if (is_child()) {
+    Run(name, body);  // the case this child exists for (or passed over)
+    return;
+  }
+  if (!isolate_ || exec_argv_.empty()) {
     Run(name, body);
     return;
   }
@@ -113,6 +144,15 @@ void Context::RunIsolated(const std::string& name, const std::function<Outcome()
     Record(name, Outcome::Fail(std::string("pipe failed: ") + std::strerror(errno)));
     return;
   }
+  // Everything the child needs is built before fork: after it, only
+  // async-signal-safe calls until execv.
+  std::vector<std::string> args = exec_argv_;
+  for (const char* a : {"--suite", suite_.c_str(), "--child-case", name.c_str(), "--child-fd"})
+    args.emplace_back(a);
+  args.push_back(std::to_string(fds[1]));
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(&a[0]);
+  argv.push_back(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
   pid_t pid = ::fork();
@@ -125,17 +165,10 @@ void Context::RunIsolated(const std::string& name, const std::function<Outcome()
   if (pid == 0) {
     ::close(fds[0]);
     ::alarm(timeout_s);
-    Outcome o;
-    try {
-      o = body();
-    } catch (...) {
-      o = Outcome::Fail("exception");
-    }
-    const char code = static_cast<char>(o.result);
-    WriteAll(fds[1], &code, 1);
-    WriteAll(fds[1], o.detail.data(), o.detail.size());
-    ::close(fds[1]);
-    ::_exit(0);
+    ::execv("/proc/self/exe", argv.data());
+    const char msg[] = "\x01exec of /proc/self/exe failed";
+    WriteAll(fds[1], msg, sizeof msg - 1);
+    ::_exit(127);
   }
   ::close(fds[1]);
   std::string data;
@@ -161,6 +194,11 @@ void Context::RunIsolated(const std::string& name, const std::function<Outcome()
   if (data.empty()) {
     Record(name, Outcome::Fail("child exited with status " + std::to_string(WEXITSTATUS(wstatus)) +
                                " before reporting"));
+    return;
+  }
+  if (data[0] < 0 || data[0] > static_cast<char>(Result::kSkip)) {
+    Record(name, Outcome::Fail("child reported an unknown result code " +
+                               std::to_string(static_cast<int>(data[0]))));
     return;
   }
   Outcome o;

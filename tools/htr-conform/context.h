@@ -6,8 +6,15 @@
 // Outcome (PASS, FAIL with detail, or SKIP with a non-empty reason). Bodies
 // hold their plugin handles in RAII wrappers (handles.h), so an early return
 // on failure leaks nothing. Cases that may crash the process (robustness
-// against bad arguments) use RunIsolated: the body runs in a forked child,
-// and a signal or a hang becomes a FAIL instead of the end of the run.
+// against bad arguments) use RunIsolated: the case runs in a child process
+// (fork, then exec of htr-conform itself, which loads the plugin afresh:
+// GPU drivers cannot be used in a merely forked child), and a signal or a
+// hang becomes a FAIL instead of the end of the run.
+//
+// Child mode (SetChild): the process is such a child. Every case but the
+// named one is passed over without running its body or recording it; the
+// named one runs in-process, its outcome goes to the pipe and the process
+// leaves with _exit(0).
 #ifndef HTR_TOOLS_HTR_CONFORM_CONTEXT_H_
 #define HTR_TOOLS_HTR_CONFORM_CONTEXT_H_
 
@@ -83,6 +90,20 @@ class Context {
   // Records an outcome directly (e.g. a SKIP for a whole group of cases).
   void Record(const std::string& name, Outcome outcome);
 
+  // Isolation by re-exec: `argv` is how to start this program on the same
+  // plugin and device (without --suite); RunIsolated appends --suite,
+  // --child-case and --child-fd. Without it RunIsolated runs in-process.
+  void SetExecArgs(std::vector<std::string> argv) { exec_argv_ = std::move(argv); }
+  // This process is the child for case `name` of the current suite; the
+  // outcome is written to `fd`.
+  void SetChild(std::string name, int fd) {
+    child_case_ = std::move(name);
+    child_fd_ = fd;
+  }
+  bool is_child() const { return child_fd_ >= 0; }
+  // Child mode, after all suites ran without reaching the case.
+  [[noreturn]] void ReportChildCaseNotReached();
+
   const std::vector<CaseResult>& results() const { return results_; }
 
  private:
@@ -95,6 +116,12 @@ class Context {
   htr_device_properties_t props_{};
   std::string suite_;
   std::vector<CaseResult> results_;
+  std::vector<std::string> exec_argv_;
+  std::string child_case_;
+  int child_fd_ = -1;
+
+  [[noreturn]] void ReportToParent(const Outcome& o);
+  static Outcome RunBody(const std::function<Outcome()>& body);
 };
 
 }  // namespace conform

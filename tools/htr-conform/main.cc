@@ -4,6 +4,9 @@
 //   htr-conform --plugin NAME|PATH [--suite S[,S...]] [--device N]
 //               [--json FILE] [--no-fork] [--list]
 //
+// Cases that may crash run in a child: htr-conform re-executed with
+// --child-case NAME --child-fd FD (internal options, context.h).
+//
 // Exit status: 0 iff no case failed (skips are fine; each names its reason),
 // 1 when a case failed or the plugin could not be loaded, 2 on usage errors.
 #include <cstdio>
@@ -29,15 +32,16 @@ void Usage(std::FILE* out) {
                "  --suite    run only these suites (see --list)\n"
                "  --device   device index to test (default 0)\n"
                "  --json     also write all results to FILE\n"
-               "  --no-fork  run robustness cases in-process (a crash then ends the run)\n"
+               "  --no-fork  run crash-prone cases in-process instead of in a child process\n"
+               "             (a crash then ends the run)\n"
                "  --list     list suites and exit\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string plugin, json_path, suites_arg;
-  long device = 0;
+  std::string plugin, json_path, suites_arg, child_case;
+  long device = 0, child_fd = -1;
   bool isolate = true, list = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -58,6 +62,14 @@ int main(int argc, char** argv) {
       char* end = nullptr;
       device = std::strtol(dev_text.c_str(), &end, 10);
       if (*end != '\0' || device < 0) return Usage(stderr), 2;
+    } else if (a == "--child-case") {
+      if (!value(&child_case)) return Usage(stderr), 2;
+    } else if (a == "--child-fd") {
+      std::string fd_text;
+      if (!value(&fd_text)) return Usage(stderr), 2;
+      char* end = nullptr;
+      child_fd = std::strtol(fd_text.c_str(), &end, 10);
+      if (*end != '\0' || child_fd < 0) return Usage(stderr), 2;
     } else if (a == "--no-fork") {
       isolate = false;
     } else if (a == "--list") {
@@ -106,12 +118,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string name = loaded.target.api->name ? loaded.target.api->name : plugin;
+  if (child_fd >= 0) {  // a child for one crash-prone case (context.h)
+    conform::Context ctx(loaded.target, static_cast<uint32_t>(device), false);
+    ctx.SetChild(child_case, static_cast<int>(child_fd));
+    for (const auto& s : all) {
+      if (!wanted.empty() && wanted.count(s.name) == 0) continue;
+      ctx.BeginSuite(s.name);
+      s.run(ctx);
+    }
+    ctx.ReportChildCaseNotReached();
+  }
   std::printf("htr-conform: plugin %s %s (ABI %u.%u) from %s\n", name.c_str(),
               loaded.target.api->version ? loaded.target.api->version : "?",
               loaded.target.api->abi_major, loaded.target.api->abi_minor,
               loaded.target.path.c_str());
 
   conform::Context ctx(loaded.target, static_cast<uint32_t>(device), isolate);
+  ctx.SetExecArgs({argv[0], "--plugin", loaded.target.path, "--device", std::to_string(device)});
   if (ctx.has_device()) {
     std::printf("htr-conform: device %ld: %s\n\n", device, ctx.props().name);
   } else {
