@@ -11,6 +11,11 @@
 //   HTR_CACHE_DIR        kernel cache directory
 //   HTR_LOG              error|warn|info|debug|trace (default warn)
 //   HTR_FUSION           0/off/false: executables skip the fusion pass (scheduler)
+//   HTR_FUSE_ATTENTION   0/off/false: the fusion pass leaves attention unfused
+//                        (scheduler/attention_fusion.h)
+//   HTR_EXEC             auto|host|device|staged: executables' execution mode
+//                        (scheduler/device_exec.h)
+//   HTR_KERNELS          auto|generated: generated: no library ops (device_exec.h)
 #ifndef HTR_RUNTIME_CONFIG_H_
 #define HTR_RUNTIME_CONFIG_H_
 

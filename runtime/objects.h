@@ -86,8 +86,10 @@ struct Storage {
 };
 
 // Allocates pooled storage of `bytes` on `device` (host pointer resolved for
-// host-accessible devices).
-StatusOr<std::shared_ptr<Storage>> AllocateStorage(htr_device_s* device, uint64_t bytes);
+// host-accessible devices). `stream`: the plugin stream the storage is ordered on
+// (htr_tensor_create_on_stream; nullptr: none), see runtime/pool.h "Streams".
+StatusOr<std::shared_ptr<Storage>> AllocateStorage(htr_device_s* device, uint64_t bytes,
+                                                   const htr_plugin_stream_t* stream = nullptr);
 
 }  // namespace htr::rt
 

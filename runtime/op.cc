@@ -60,6 +60,8 @@ Status BuildCall(htr_device_s** device, const char* op, htr_tensor_t* const* inp
     }
     return Status();
   };
+  call->inputs.reserve(num_inputs);  // one allocation each, not one per growth
+  call->outputs.reserve(num_outputs);
   HTR_RETURN_IF_ERROR(add(inputs, num_inputs, "inputs", &call->inputs));
   HTR_RETURN_IF_ERROR(add(outputs, num_outputs, "outputs", &call->outputs));
   if (*device == nullptr) return Error(HTR_STATUS_INVALID_ARGUMENT, "op '{}' has no tensors", op);

@@ -1,5 +1,6 @@
 // runtime/pool.cc — segments cut into blocks, best fit per (stream, small/large) free list,
-// splitting and coalescing, release-and-retry on out of memory.
+// splitting and coalescing, cross-stream reuse behind lazily recorded fences, release-and-retry
+// on out of memory.
 #include "runtime/pool.h"
 
 #include <algorithm>
@@ -30,7 +31,7 @@ struct Pool::Segment {
   htr_plugin_buffer_t* buffer = nullptr;
   uint64_t size = 0;
   bool small = false;
-  const void* stream = nullptr;
+  Stream stream = nullptr;
   Chunk* head = nullptr;  // blocks in address order
 };
 
@@ -38,6 +39,7 @@ struct Pool::Chunk {
   Segment* seg = nullptr;
   uint64_t offset = 0, size = 0;
   bool free = false;
+  uint64_t free_seq = 0;  // the owning stream's sequence number of the last free (StreamState)
   Chunk* prev = nullptr;
   Chunk* next = nullptr;
 };
@@ -49,7 +51,12 @@ Pool::Pool(const htr_plugin_api_t* api, htr_plugin_device_t* device, std::string
 
 Pool::~Pool() {
   std::lock_guard<std::mutex> lock(mu_);
-  TrimLocked();
+  // Streams are gone by now (user streams forgotten at destroy, the default one destroyed and
+  // drained first): every free block is idle.
+  TrimLocked(/*all=*/true);
+  for (auto& kv : streams_) {
+    if (kv.second.fence != nullptr && api_->event_destroy != nullptr) api_->event_destroy(kv.second.fence);
+  }
   if (stats_.bytes_in_use != 0)
     Log(HTR_LOG_WARN, "pool of {} destroyed with {} bytes still in use (leaked)", label_,
         stats_.bytes_in_use);
@@ -74,9 +81,9 @@ uint64_t Pool::SizeClass(uint64_t bytes) {
   return RoundUp(bytes, step);
 }
 
-Pool::FreeSet& Pool::FreeList(const void* stream, bool small) { return free_[{stream, small}]; }
+Pool::FreeSet& Pool::FreeList(Stream stream, bool small) { return free_[{stream, small}]; }
 
-Pool::Chunk* Pool::TakeFree(uint64_t cls, const void* stream, bool small) {
+Pool::Chunk* Pool::TakeFree(uint64_t cls, Stream stream, bool small) {
   auto fl = free_.find({stream, small});
   if (fl == free_.end()) return nullptr;
   auto it = fl->second.lower_bound(FreeKey{cls, nullptr});
@@ -86,7 +93,104 @@ Pool::Chunk* Pool::TakeFree(uint64_t cls, const void* stream, bool small) {
   return c;
 }
 
-Status Pool::NewSegment(uint64_t bytes, bool small, const void* stream, Chunk** out) {
+void Pool::PollFence(Stream owner, StreamState& st) noexcept {
+  (void)owner;
+  if (st.fence == nullptr || st.fence_seq <= st.done) return;
+  int done = 0;
+  htr_status_t s = api_->event_query(st.fence, &done);
+  if (s != nullptr) {
+    htr_status_free(s);
+    return;
+  }
+  if (done) st.done = st.fence_seq;
+}
+
+void Pool::RecordFence(Stream owner, StreamState& st) noexcept {
+  if (st.no_events || owner == nullptr) return;
+  if (api_->event_create == nullptr || api_->event_record == nullptr || api_->event_query == nullptr) {
+    st.no_events = true;
+    return;
+  }
+  if (st.fence == nullptr) {
+    htr_status_t s = api_->event_create(device_, &st.fence);
+    if (s != nullptr || st.fence == nullptr) {
+      htr_status_free(s);
+      st.fence = nullptr;
+      st.no_events = true;
+      return;
+    }
+  }
+  // The plugin ABI takes a mutable stream; the pool only records on it.
+  htr_status_t s = api_->event_record(st.fence, const_cast<htr_plugin_stream_t*>(owner));
+  if (s != nullptr) {
+    // E.g. a stream being captured into a graph: try again at the next miss.
+    htr_status_free(s);
+    return;
+  }
+  st.fence_seq = st.freed;
+}
+
+void Pool::SyncFences() noexcept {
+  if (api_->event_synchronize == nullptr) return;
+  for (auto& kv : streams_) {
+    StreamState& st = kv.second;
+    if (st.freed <= st.done) continue;
+    if (st.fence_seq < st.freed) RecordFence(kv.first, st);
+    if (st.fence == nullptr || st.fence_seq <= st.done) continue;
+    htr_status_t s = api_->event_synchronize(st.fence);
+    if (s != nullptr) {
+      htr_status_free(s);
+      continue;
+    }
+    st.done = st.fence_seq;
+  }
+}
+
+bool Pool::Completed(const Segment& seg) const noexcept {
+  const Chunk* h = seg.head;
+  if (!h->free || h->next != nullptr) return false;
+  if (seg.stream == nullptr) return true;
+  auto it = streams_.find(seg.stream);
+  return it == streams_.end() || h->free_seq <= it->second.done;
+}
+
+Pool::Chunk* Pool::TakeOtherStream(uint64_t cls, Stream stream, bool small) {
+  Chunk* best = nullptr;
+  FreeSet* best_list = nullptr;
+  for (auto& kv : free_) {
+    const Stream owner = kv.first.first;
+    if (kv.first.second != small || owner == stream || kv.second.empty()) continue;
+    StreamState* st = nullptr;
+    if (owner != nullptr) {
+      st = &streams_[owner];
+      PollFence(owner, *st);
+    }
+    bool unfenced = false;
+    // Only whole free segments change streams (blocks of different streams never share one).
+    for (auto it = kv.second.lower_bound(FreeKey{cls, nullptr}); it != kv.second.end(); ++it) {
+      Chunk* c = it->second;
+      if (c->prev != nullptr || c->next != nullptr) continue;
+      if (best != nullptr && c->size >= best->size) break;
+      if (st != nullptr && c->free_seq > st->done) {
+        unfenced = true;
+        continue;
+      }
+      best = c;
+      best_list = &kv.second;
+      break;  // the set is ordered by size: the first eligible one fits best here
+    }
+    // Freed after the owner's last completed fence: fence them now for a later request.
+    if (unfenced && st != nullptr && st->fence_seq <= st->done) RecordFence(owner, *st);
+  }
+  if (best == nullptr) return nullptr;
+  best_list->erase(FreeKey{best->size, best});
+  best->seg->stream = stream;
+  best->free_seq = 0;
+  cross_stream_reuses_++;
+  return best;
+}
+
+Status Pool::NewSegment(uint64_t bytes, bool small, Stream stream, Chunk** out) {
   htr_plugin_buffer_t* buffer = nullptr;
   stats_.device_allocs++;
   Status s(api_->buffer_alloc(device_, bytes, 0, &buffer));
@@ -113,10 +217,11 @@ Status Pool::NewSegment(uint64_t bytes, bool small, const void* stream, Chunk** 
   return Status();
 }
 
-Status Pool::AllocateLocked(uint64_t cls, const void* stream, bool small, Chunk** out) {
+Status Pool::AllocateLocked(uint64_t cls, Stream stream, bool small, Chunk** out) {
   if (limit_ != 0 && stats_.bytes_in_use + cls > limit_)
     return Error(HTR_STATUS_OUT_OF_MEMORY, "above the pool limit of {} bytes", limit_);
   Chunk* c = TakeFree(cls, stream, small);
+  if (c == nullptr) c = TakeOtherStream(cls, stream, small);
   if (c != nullptr) {
     stats_.cache_hits++;
   } else {
@@ -160,7 +265,7 @@ Status Pool::AllocateLocked(uint64_t cls, const void* stream, bool small, Chunk*
   return Status();
 }
 
-StatusOr<Pool::Block> Pool::Allocate(uint64_t bytes, const void* stream) {
+StatusOr<Pool::Block> Pool::Allocate(uint64_t bytes, Stream stream) {
   if (bytes > kMaxRequest)
     return Error(HTR_STATUS_OUT_OF_MEMORY, "allocation of {} bytes on {} is too large", bytes,
                  label_);
@@ -170,7 +275,11 @@ StatusOr<Pool::Block> Pool::Allocate(uint64_t bytes, const void* stream) {
   stats_.num_allocs++;
   Chunk* c = nullptr;
   Status s = AllocateLocked(cls, stream, small, &c);
-  const uint64_t released = s.code() == HTR_STATUS_OUT_OF_MEMORY ? TrimLocked() : 0;
+  uint64_t released = 0;
+  if (s.code() == HTR_STATUS_OUT_OF_MEMORY) {
+    SyncFences();  // blocks freed on streams become releasable once their work is done
+    released = TrimLocked(/*all=*/false);
+  }
   if (released > 0) {
     // Released some cache: retry once.
     stats_.oom_retries++;
@@ -199,10 +308,19 @@ void Pool::Free(const Block& block) noexcept {
   Segment* seg = c->seg;
   FreeSet& fl = FreeList(seg->stream, seg->small);
   c->free = true;
+  c->free_seq = 0;
+  if (seg->stream != nullptr) {
+    try {
+      c->free_seq = ++streams_[seg->stream].freed;
+    } catch (...) {
+      c->free_seq = UINT64_MAX;  // no bookkeeping: other streams never take it (ForgetStream does)
+    }
+  }
   if (c->next != nullptr && c->next->free) {
     Chunk* n = c->next;
     fl.erase(FreeKey{n->size, n});
     c->size += n->size;
+    c->free_seq = std::max(c->free_seq, n->free_seq);
     c->next = n->next;
     if (n->next) n->next->prev = c;
     delete n;
@@ -212,6 +330,7 @@ void Pool::Free(const Block& block) noexcept {
     Chunk* p = c->prev;
     fl.erase(FreeKey{p->size, p});
     p->size += c->size;
+    p->free_seq = std::max(p->free_seq, c->free_seq);
     p->next = c->next;
     if (c->next) c->next->prev = p;
     delete c;
@@ -226,12 +345,14 @@ void Pool::Free(const Block& block) noexcept {
   }
 }
 
-uint64_t Pool::TrimLocked() noexcept {
+uint64_t Pool::TrimLocked(bool all) noexcept {
   uint64_t released = 0;
   for (size_t i = 0; i < segments_.size();) {
     Segment* s = segments_[i].get();
     Chunk* h = s->head;
-    if (h->free && h->next == nullptr) {
+    // A segment freed on a stream whose work may still be pending stays (buffer_free would pull
+    // memory from under that work on plugins that free at once).
+    if (h->free && h->next == nullptr && (all || Completed(*s))) {
       auto fl = free_.find({s->stream, s->small});
       if (fl != free_.end()) fl->second.erase(FreeKey{h->size, h});
       api_->buffer_free(device_, s->buffer);
@@ -249,7 +370,41 @@ uint64_t Pool::TrimLocked() noexcept {
 
 void Pool::Trim() noexcept {
   std::lock_guard<std::mutex> lock(mu_);
-  TrimLocked();
+  SyncFences();
+  TrimLocked(/*all=*/false);
+}
+
+void Pool::ForgetStream(Stream stream) noexcept {
+  if (stream == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (bool small : {false, true}) {
+    auto fl = free_.find({stream, small});
+    if (fl == free_.end()) continue;
+    FreeSet moved;
+    moved.swap(fl->second);
+    free_.erase(fl);
+    try {
+      FreeSet& dst = FreeList(nullptr, small);
+      for (const FreeKey& k : moved) dst.insert(k);
+    } catch (...) {
+      // Out of host memory: the chunks stay free in their segments, unlisted (as in Free).
+    }
+  }
+  for (auto& seg : segments_) {
+    if (seg->stream != stream) continue;
+    seg->stream = nullptr;
+    for (Chunk* c = seg->head; c != nullptr; c = c->next) c->free_seq = 0;
+  }
+  auto it = streams_.find(stream);
+  if (it != streams_.end()) {
+    if (it->second.fence != nullptr && api_->event_destroy != nullptr) api_->event_destroy(it->second.fence);
+    streams_.erase(it);
+  }
+}
+
+uint64_t Pool::CrossStreamReuses() const noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cross_stream_reuses_;
 }
 
 void Pool::ResetPeak() noexcept {

@@ -24,6 +24,10 @@ HTR_API htr_status_t htr_stream_create(htr_device_t* device, htr_stream_t** out_
 
 HTR_API void htr_stream_destroy(htr_stream_t* stream) {
   if (stream == nullptr || stream->is_default) return;
+  // Drain first, so the pool can hand the stream's cached blocks to "no stream" before the handle
+  // (its key) can be reused by a new stream (runtime/pool.h, Streams).
+  htr_status_free(stream->device->api->stream_synchronize(stream->handle));
+  stream->device->pool->ForgetStream(stream->handle);
   stream->device->api->stream_destroy(stream->handle);
   delete stream;
 }

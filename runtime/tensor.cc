@@ -17,11 +17,12 @@ Storage::~Storage() {
   }
 }
 
-StatusOr<std::shared_ptr<Storage>> AllocateStorage(htr_device_s* device, uint64_t bytes) {
+StatusOr<std::shared_ptr<Storage>> AllocateStorage(htr_device_s* device, uint64_t bytes,
+                                                   const htr_plugin_stream_t* stream) {
   auto st = std::make_shared<Storage>();
   st->device = device;
   st->bytes = bytes;
-  HTR_ASSIGN_OR_RETURN(st->block, device->pool->Allocate(bytes));
+  HTR_ASSIGN_OR_RETURN(st->block, device->pool->Allocate(bytes, stream));
   prof::MemoryEvent(prof::Kind::kAlloc, device, st->block.size);
   if (device->host_accessible) {
     void* p = nullptr;
@@ -43,7 +44,8 @@ using htr::rt::Guard;
 namespace {
 
 Status CreateTensor(htr_device_t* device, htr_dtype_t dtype, uint32_t rank, const int64_t* shape,
-                    const int64_t* strides, htr_tensor_t** out_tensor) {
+                    const int64_t* strides, htr_tensor_t** out_tensor,
+                    const htr_plugin_stream_t* stream = nullptr) {
   if (out_tensor == nullptr) return Error(HTR_STATUS_INVALID_ARGUMENT, "out_tensor is NULL");
   *out_tensor = nullptr;
   if (device == nullptr) return Error(HTR_STATUS_INVALID_ARGUMENT, "device is NULL");
@@ -64,7 +66,7 @@ Status CreateTensor(htr_device_t* device, htr_dtype_t dtype, uint32_t rank, cons
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(extent, htr::rt::DtypeSize(dtype), &bytes))
     return Error(HTR_STATUS_INVALID_ARGUMENT, "tensor size overflows");
-  HTR_ASSIGN_OR_RETURN(t->storage, htr::rt::AllocateStorage(device, bytes));
+  HTR_ASSIGN_OR_RETURN(t->storage, htr::rt::AllocateStorage(device, bytes, stream));
   *out_tensor = t.release();
   return Status();
 }
@@ -76,6 +78,18 @@ extern "C" {
 HTR_API htr_status_t htr_tensor_create(htr_device_t* device, htr_dtype_t dtype, uint32_t rank,
                                        const int64_t* shape, htr_tensor_t** out_tensor) {
   return Guard([&] { return CreateTensor(device, dtype, rank, shape, nullptr, out_tensor); });
+}
+
+HTR_API htr_status_t htr_tensor_create_on_stream(htr_stream_t* stream, htr_dtype_t dtype,
+                                                 uint32_t rank, const int64_t* shape,
+                                                 htr_tensor_t** out_tensor) {
+  return Guard([&]() -> Status {
+    if (stream == nullptr) {
+      if (out_tensor != nullptr) *out_tensor = nullptr;
+      return Error(HTR_STATUS_INVALID_ARGUMENT, "stream is NULL");
+    }
+    return CreateTensor(stream->device, dtype, rank, shape, nullptr, out_tensor, stream->handle);
+  });
 }
 
 HTR_API htr_status_t htr_tensor_create_strided(htr_device_t* device, htr_dtype_t dtype,

@@ -3,6 +3,9 @@
 //    (f32 storage, planned offsets), inputs are read in place when they are contiguous tensors of
 //    this device (else copied into a staging tensor); reference kernels run on host pointers and
 //    matmul steps go to the plugin's library op (htr_op_run) where htr_op_query accepts them;
+//  - device mode (devices with kernel IR, or forced with HTR_EXEC=device / options.execution):
+//    every step runs on the device as a fused kernel, a library op or a generated kernel
+//    (scheduler/device_exec.h), on the run's stream, with no host round trip;
 //  - other devices: a HostEngine runs everything on host copies; states and inputs are staged in
 //    before and assigned states staged out after each run.
 #include <cstring>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "api_util.h"
+#include "device_exec.h"
 #include "fused_exec.h"
 #include "fusion.h"
 #include "graph.h"
@@ -60,11 +64,15 @@ struct htr_executable_s {
   std::unique_ptr<htr::sched::FusedExec> fusion;  // fused groups' kernels (fusion pass on)
   htr::sched::FusionStats fusion_stats;
   htr::sched::MemoryReport memory_report;  // scheduler/memory_report.h
+  bool device_mode = false;                        // scheduler/device_exec.h
+  std::unique_ptr<htr::sched::DeviceExec> dexec;   // device mode: generated kernels and copies
+  htr_stream_t* own_stream = nullptr;              // device mode: runs given no stream
 
   const Program& prog() const { return engine ? engine->program() : program; }
 
   ~htr_executable_s() {
     fusion.reset();
+    dexec.reset();
     htr_tensor_release(arena);
     for (auto* t : states) htr_tensor_release(t);
     for (auto* t : bound) htr_tensor_release(t);
@@ -74,6 +82,7 @@ struct htr_executable_s {
       for (auto* t : l.in) htr_tensor_release(t);
       for (auto* t : l.out) htr_tensor_release(t);
     }
+    htr_stream_destroy(own_stream);
   }
 };
 
@@ -86,7 +95,10 @@ int FindPort(const std::vector<htr::sched::Port>& ports, const char* name) {
   return -1;
 }
 
-htr_status_t CreateTensor(htr_device_t* dev, const htr::ops::ValueInfo& info, htr_tensor_t** out) {
+// `stream`: the run's stream, when the tensor's memory is ordered on it (htr_tensor_create_on_stream).
+htr_status_t CreateTensor(htr_device_t* dev, const htr::ops::ValueInfo& info, htr_tensor_t** out,
+                          htr_stream_t* stream = nullptr) {
+  if (stream) return htr_tensor_create_on_stream(stream, info.dtype, static_cast<uint32_t>(info.shape.size()), info.shape.data(), out);
   return htr_tensor_create(dev, info.dtype, static_cast<uint32_t>(info.shape.size()), info.shape.data(), out);
 }
 
@@ -252,7 +264,7 @@ htr_status_t PublishOutput(htr_executable_s* e, size_t i, const void* src) {
   const Program& p = e->prog();
   const auto& info = p.values[p.outputs[i].value].info;
   htr_tensor_t* t = nullptr;
-  if (htr_status_t st = CreateTensor(e->device, info, &t)) {  // name the tensor (e.g. out of memory)
+  if (htr_status_t st = CreateTensor(e->device, info, &t, e->run_stream)) {  // name the tensor (e.g. out of memory)
     const std::string m = "output '" + p.outputs[i].name + "' (" + htr::ops::DtypeName(info.dtype) +
                           htr::ops::ShapeStr(info.shape) + ", " + std::to_string(p.slots[p.outputs[i].value].bytes) +
                           " bytes): " + htr_status_message(st);
@@ -326,6 +338,48 @@ htr_status_t RunStaged(htr_executable_s* e) {
   return nullptr;
 }
 
+// Device mode: inputs as device tensors (bound ones in place when contiguous on this device),
+// every step on one stream, outputs and assignments as device copies (scheduler/device_exec.h).
+htr_status_t RunDevice(htr_executable_s* e) {
+  Program& p = e->program;
+  if (!e->run_stream) {
+    if (!e->own_stream) {
+      if (htr_status_t st = htr_stream_create(e->device, &e->own_stream)) return st;
+    }
+    e->run_stream = e->own_stream;
+  }
+  htr_stream_t* stream = e->run_stream;
+  e->run_input_tensor.assign(e->bound.size(), nullptr);
+  for (size_t i = 0; i < e->bound.size(); ++i) {
+    htr_tensor_t* b = e->bound[i];
+    if (htr_tensor_device(b) == e->device && htr_tensor_is_contiguous(b)) {
+      e->run_input_tensor[i] = b;
+      continue;
+    }
+    if (!e->staging[i]) {
+      if (htr_status_t st = CreateTensor(e->device, p.values[p.inputs[i].value].info, &e->staging[i])) return st;
+    }
+    if (htr_status_t st = htr_tensor_copy(e->staging[i], b, stream)) return st;
+    e->run_input_tensor[i] = e->staging[i];
+  }
+  LibRunner runner(e);
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const htr::sched::Step& s = p.steps[i];
+    if (s.alias) continue;
+    htr::prof::StepScope prof_step(p, i, &runner);  // profiler: one branch when off
+    htr_status_t cst = runner.Handles(i) ? ToC(runner.Run(i)) : e->dexec->Run(p, i, stream, e->run_input_tensor);
+    if (cst) {
+      const std::string m = "step " + std::to_string(i) + " (" + s.def->name + ", " + e->impl[i] + "): " +
+                            htr_status_message(cst);
+      const htr_status_code_t code = htr_status_code(cst);
+      htr_status_free(cst);
+      htr_status_free(htr_stream_synchronize(stream));  // nothing may still read freed inputs
+      return Err(code, m);
+    }
+  }
+  return e->dexec->Finish(p, stream, e->run_input_tensor, e->states, &e->outputs);
+}
+
 htr_status_t NullArg(const char* fn, const char* arg) {
   return Err(HTR_STATUS_INVALID_ARGUMENT, std::string(fn) + ": " + arg + " is NULL");
 }
@@ -365,6 +419,10 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       opt.recompute = options->recompute;
       opt.memory_budget = options->memory_budget;
     }
+    if (HTR_STRUCT_HAS_FIELD(options, htr_executable_options_t, kernels)) {
+      opt.execution = options->execution;
+      opt.kernels = options->kernels;
+    }
   }
   uint32_t threads = opt.num_threads;
   if (threads == 0) {
@@ -378,7 +436,16 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
   std::memset(&props, 0, sizeof(props));
   props.struct_size = sizeof(props);
   if (htr_status_t st = htr_device_properties(device, &props)) return st;
-  e->host_access = (props.capabilities & HTR_CAP_HOST_ACCESSIBLE) != 0 && opt.force_host_staging == 0;
+  // Execution mode (scheduler/device_exec.h): host, device or staged.
+  htr::sched::ExecSettings xs;
+  if (htr_status_t st = htr::sched::ResolveExecSettings(opt.execution, opt.kernels, &xs)) return st;
+  const bool host_cap = (props.capabilities & HTR_CAP_HOST_ACCESSIBLE) != 0;
+  const bool ir_cap = (props.capabilities & HTR_CAP_KERNEL_IR) != 0;
+  if (opt.force_host_staging == 0 && xs.mode != htr::sched::ExecMode::kStaged) {
+    if (xs.mode == htr::sched::ExecMode::kDevice) e->device_mode = ir_cap || host_cap;
+    else if (xs.mode == htr::sched::ExecMode::kAuto) e->device_mode = ir_cap && (!host_cap || xs.generated_only);
+    e->host_access = host_cap && !e->device_mode;
+  }
   const bool reuse = opt.disable_memory_reuse == 0;
   // Memory passes (mixed precision, recomputation) on a copy of the graph: scheduler/memory_report.h.
   htr::sched::MemoryPassOptions mopt;
@@ -391,16 +458,16 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
   htr::sched::PassedGraph passed;
   if (htr_status_t st = ToC(htr::sched::ApplyMemoryPasses(graph->g, mopt, &passed, &e->memory_report))) return st;
   const htr::sched::Graph& src_graph = *passed.result;
-  if (e->host_access) {
+  if (e->host_access || e->device_mode) {
     // Fusion pass: fused groups compiled through the plugin's kernel IR entry (scheduler/fusion.h).
     std::unique_ptr<htr::sched::Fuser> fuser;
     if (opt.disable_fusion == 0 && (props.capabilities & HTR_CAP_KERNEL_IR) && htr::sched::FusionEnabledByEnv()) {
-      e->fusion.reset(new htr::sched::FusedExec(device));
+      e->fusion.reset(new htr::sched::FusedExec(device, threads));
       htr::sched::FusedExec* fx = e->fusion.get();
       fuser.reset(new htr::sched::Fuser([fx](const htr::sched::FusedGroup& g, std::string* why) { return fx->Compile(g, why); }));
     }
     if (htr_status_t st = ToC(htr::sched::Compile(src_graph, reuse, threads, &e->program, fuser.get()))) return st;
-    htr::sched::InstallLowpKernels(&e->program);
+    if (e->host_access) htr::sched::InstallLowpKernels(&e->program);
     if (reuse) htr::sched::ApplyInPlace(&e->program);  // in-place elementwise steps (memory_report.h)
     if (fuser) e->fusion_stats = fuser->stats();
   } else {
@@ -418,15 +485,27 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
   e->bound.assign(p.inputs.size(), nullptr);
   e->staging.assign(p.inputs.size(), nullptr);
   e->outputs.assign(p.outputs.size(), nullptr);
-  if (e->host_access) {
+  if (e->host_access || e->device_mode) {
     const int64_t n = static_cast<int64_t>((p.plan.peak_bytes + 3) / 4) + 1;
     if (htr_status_t st = htr_tensor_create(device, HTR_DTYPE_F32, 1, &n, &e->arena)) return st;
-    if (htr_status_t st = PlanLibrary(e.get(), opt.disable_library_ops != 0)) return st;
+    if (htr_status_t st = PlanLibrary(e.get(), opt.disable_library_ops != 0 || xs.generated_only)) return st;
     if (e->fusion && e->fusion_stats.groups > 0) {
       if (htr_status_t st = e->fusion->Bind(e->program, e->arena, e->states)) return st;
       for (size_t i = 0; i < p.steps.size(); ++i) {
         if (p.steps[i].fused >= 0) e->impl[i] = "fused:" + p.fused[static_cast<size_t>(p.steps[i].fused)].name;
       }
+    }
+    if (e->device_mode) {  // every other step: generated kernels (or its reference kernel)
+      e->dexec.reset(new htr::sched::DeviceExec(device, host_cap));
+      std::vector<bool> todo(p.steps.size());
+      for (size_t i = 0; i < p.steps.size(); ++i)
+        todo[i] = !p.steps[i].alias && p.steps[i].fused < 0 && e->lib_index[i] < 0;
+      htr::sched::LowerOptions lo;
+      const std::string plugin = htr_device_plugin_name(device);
+      if (plugin == "cpu") lo.matmul = htr::kernels::MatmulConfigForCpu();
+      if (plugin == "vulkan") lo.max_grid[0] = 65535;  // maxComputeWorkGroupCount's guaranteed minimum
+      if (htr_status_t st = e->dexec->Prepare(p, todo, lo, &e->impl)) return st;
+      if (htr_status_t st = e->dexec->Bind(p, e->arena, e->states)) return st;
     }
   } else {
     e->lib_index.assign(p.steps.size(), -1);
@@ -498,7 +577,7 @@ HTR_API htr_status_t htr_executable_run(htr_executable_t* e, htr_stream_t* strea
   }
   e->run_stream = stream;
   htr::prof::RunScope prof_run(e->device);  // profiler: steps below belong to this device
-  htr_status_t st = e->host_access ? RunHostAccessible(e) : RunStaged(e);
+  htr_status_t st = e->device_mode ? RunDevice(e) : e->host_access ? RunHostAccessible(e) : RunStaged(e);
   e->run_stream = nullptr;
   return st;
   HTR_SCHED_API_END
@@ -533,7 +612,9 @@ HTR_API htr_status_t htr_executable_plan_stats(const htr_executable_t* e, htr_pl
   for (const auto& s : p.steps) aliases += s.alias ? 1 : 0;
   out->num_library_ops = static_cast<uint32_t>(e->lib.size());
   const uint32_t fused = e->fusion_stats.groups;
-  out->num_reference_ops = out->num_ops - out->num_library_ops - aliases - fused;
+  uint32_t reference = 0;  // generated kernels of the device mode are neither library nor reference
+  for (const std::string& impl : e->impl) reference += impl.rfind("reference", 0) == 0 ? 1 : 0;
+  out->num_reference_ops = reference;
   out->num_values = p.num_materialized;
   if (HTR_STRUCT_HAS_FIELD(out, htr_plan_stats_t, num_alias_ops)) out->num_alias_ops = aliases;
   if (HTR_STRUCT_HAS_FIELD(out, htr_plan_stats_t, num_fused_graph_ops)) {

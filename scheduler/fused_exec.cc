@@ -1,9 +1,17 @@
 // Fused groups on a device (see fused_exec.h).
 #include "fused_exec.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <thread>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/config.h"
+#include "runtime/log.h"
 
 namespace htr::sched {
 
@@ -13,14 +21,91 @@ bool FusionEnabledByEnv() {
   return !(*v == "0" || *v == "off" || *v == "false");
 }
 
+bool FusionForcedByEnv() {
+  std::optional<std::string> v = htr::rt::ReadEnv("HTR_FUSION");
+  return v && (*v == "force" || *v == "all");
+}
+
+namespace {
+
+constexpr int kTuneReps = 5;
+
+// The on-disk record of auto-tune decisions: <HTR_CACHE_DIR or ~/.cache/htr>/fusion-tune/<key>,
+// one line "fused|unfused <note>". Decisions persist across processes so that every run on a
+// machine makes the same fused/unfused choices (fused and reference kernels round differently:
+// a resumed or repeated run must reproduce the first one bit for bit). Empty: no cache.
+std::string TuneDir() {
+  if (auto d = htr::rt::ReadEnv("HTR_CACHE_DIR"); d && !d->empty()) return *d + "/fusion-tune";
+  if (auto h = htr::rt::ReadEnv("HOME"); h && !h->empty()) return *h + "/.cache/htr/fusion-tune";
+  return "";
+}
+
+// 128-bit FNV-1a, as 32 hex digits (the cpu JIT's cache keys are made the same way).
+std::string Hash128(const std::string& s) {
+  uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+  for (unsigned char c : s) {
+    a = (a ^ c) * 0x100000001b3ull;
+    b = (b ^ static_cast<unsigned char>(c + 0x5bu)) * 0x100000001b3ull;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a), static_cast<unsigned long long>(b));
+  return buf;
+}
+
+bool ReadDecision(const std::string& path, bool* fused, std::string* note) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return false;
+  char line[512] = {0};
+  const bool got = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  if (!got) return false;
+  std::string l(line);
+  while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+  if (l.rfind("fused", 0) == 0) *fused = true;
+  else if (l.rfind("unfused", 0) == 0) *fused = false;
+  else return false;
+  const size_t sp = l.find(' ');
+  *note = "cached: " + (sp == std::string::npos ? std::string() : l.substr(sp + 1));
+  return true;
+}
+
+// Best effort: a failure to write only costs a re-tune in the next process.
+void WriteDecision(const std::string& dir, const std::string& path, bool fused, const std::string& note) {
+  std::string cur;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      if (!cur.empty()) ::mkdir(cur.c_str(), 0755);
+    }
+    if (i < dir.size()) cur.push_back(dir[i]);
+  }
+  const std::string tmp = path + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  const bool ok = std::fprintf(f, "%s %s\n", fused ? "fused" : "unfused", note.c_str()) > 0;
+  if (std::fclose(f) == 0 && ok && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  std::remove(tmp.c_str());
+}
+
+}  // namespace
+
 FusedExec::~FusedExec() {
   for (htr_tensor_t* t : owned_) htr_tensor_release(t);
   for (auto& kv : cache_) htr_kernel_destroy(kv.second);
 }
 
+std::string FusedExec::Key(const FusedLaunch& l) {
+  std::string key(l.ir.begin(), l.ir.end());
+  for (size_t i = 0; i < l.args.size(); ++i) {
+    const FusedArg& a = l.args[i];
+    if (!a.specialize || (a.kind != FusedArg::Kind::kInt && a.kind != FusedArg::Kind::kFloat)) continue;
+    key += "|" + std::to_string(i) + "=" + std::to_string(a.i) + "/" + std::to_string(a.f);
+  }
+  return key;
+}
+
 htr_status_t FusedExec::Get(const FusedLaunch& l, htr_kernel_t** out) {
   std::vector<htr_kernel_scalar_t> spec;
-  std::string key(l.ir.begin(), l.ir.end());
+  const std::string key = Key(l);
   for (size_t i = 0; i < l.args.size(); ++i) {
     const FusedArg& a = l.args[i];
     if (!a.specialize || (a.kind != FusedArg::Kind::kInt && a.kind != FusedArg::Kind::kFloat)) continue;
@@ -29,7 +114,6 @@ htr_status_t FusedExec::Get(const FusedLaunch& l, htr_kernel_t** out) {
     s.i = a.i;
     s.f = a.f;
     spec.push_back(s);
-    key += "|" + std::to_string(i) + "=" + std::to_string(a.i) + "/" + std::to_string(a.f);
   }
   auto it = cache_.find(key);
   if (it != cache_.end()) {
@@ -56,7 +140,167 @@ bool FusedExec::Compile(const FusedGroup& g, std::string* why) {
       return false;
     }
   }
-  return true;
+  if (!tune_) return true;
+  std::string key;
+  for (const FusedLaunch& l : g.launches) key += Key(l) + "#";
+  auto it = tuned_.find(key);
+  if (it == tuned_.end()) {
+    std::string note;
+    bool faster = true;
+    // The decision file: per device name, thread count and group (IR + specializations).
+    htr_device_properties_t props{};
+    props.struct_size = sizeof(props);
+    if (htr_status_t st = htr_device_properties(device_, &props)) htr_status_free(st);
+    const std::string dir = TuneDir();
+    const std::string path =
+        dir.empty() ? "" : dir + "/" + Hash128("v1|" + std::string(props.name) + "|" + std::to_string(threads_) + "|" + key);
+    if (path.empty() || !ReadDecision(path, &faster, &note)) {
+      faster = FusedIsFaster(g, &note);
+      // Only measured decisions are recorded; "not timed" is retried by the next process.
+      if (!path.empty() && note.rfind("not timed", 0) != 0) WriteDecision(dir, path, faster, note);
+    }
+    HTR_LOG_INFO_("fusion auto-tune: {}: {} -> {}", g.name, note, faster ? "fused" : "unfused");
+    it = tuned_.emplace(key, std::make_pair(faster, note)).first;
+  }
+  if (it->second.first) return true;
+  if (why) *why = "auto-tune: the unfused ops are faster (" + it->second.second + ")";
+  return false;
+}
+
+bool FusedExec::FusedIsFaster(const FusedGroup& g, std::string* note) {
+  // Every value the members touch, with its dtype and shape (from the steps' kernel args).
+  std::map<ValueId, ops::TensorView> views;
+  for (const Step& m : g.members) {
+    for (size_t k = 0; k < m.inputs.size() && k < m.args.in.size(); ++k) views[m.inputs[k]] = m.args.in[k];
+    for (size_t k = 0; k < m.outputs.size() && k < m.args.out.size(); ++k) views[m.outputs[k]] = m.args.out[k];
+  }
+  uint32_t threads = threads_ ? threads_ : std::thread::hardware_concurrency();
+  if (threads == 0) threads = 1;
+  // Host buffers for the reference run; floats in [-1, 1), integers 0 (valid ids and targets).
+  std::map<ValueId, std::vector<uint8_t>> host;
+  for (auto& kv : views) {
+    const size_t n = static_cast<size_t>(std::max<int64_t>(kv.second.numel(), 1));
+    std::vector<uint8_t>& b = host[kv.first];
+    b.assign(n * ops::DtypeSize(kv.second.dtype) + 1, 0);
+    if (kv.second.dtype == HTR_DTYPE_F32) {
+      float* f = reinterpret_cast<float*>(b.data());
+      for (size_t i = 0; i < n; ++i) f[i] = static_cast<float>((i * 7919) % 2000) * 1e-3f - 1.0f;
+    }
+    kv.second.data = b.data();
+  }
+  auto run_unfused = [&]() -> bool {
+    for (const Step& m : g.members) {
+      ops::KernelArgs args = m.args;
+      args.num_threads = threads;
+      args.attrs = &m.attrs;
+      for (size_t k = 0; k < m.inputs.size() && k < args.in.size(); ++k) args.in[k].data = views[m.inputs[k]].data;
+      for (size_t k = 0; k < m.outputs.size() && k < args.out.size(); ++k) args.out[k].data = views[m.outputs[k]].data;
+      const Status st = m.def->kernel(args);
+      if (!st.ok()) {
+        *note = "not timed: reference " + m.def->name + ": " + st.message;
+        return false;
+      }
+    }
+    return true;
+  };
+  // Device tensors for the fused launches (host-accessible device: plain memory).
+  std::vector<htr_tensor_t*> owned;
+  auto cleanup = [&] {
+    for (htr_tensor_t* t : owned) htr_tensor_release(t);
+  };
+  std::map<ValueId, htr_tensor_t*> tensors;
+  std::vector<htr_tensor_t*> scratch;
+  for (uint64_t bytes : g.scratch_bytes) {
+    const int64_t n = static_cast<int64_t>((bytes + 3) / 4);
+    htr_tensor_t* t = nullptr;
+    if (htr_status_t st = htr_tensor_create(device_, HTR_DTYPE_F32, 1, &n, &t)) {
+      *note = std::string("not timed: scratch: ") + htr_status_message(st);
+      htr_status_free(st);
+      cleanup();
+      return true;
+    }
+    owned.push_back(t);
+    scratch.push_back(t);
+  }
+  struct Launch {
+    htr_kernel_t* kernel = nullptr;
+    std::vector<htr_kernel_launch_arg_t> args;
+    uint32_t grid[3] = {1, 1, 1};
+  };
+  std::vector<Launch> launches;
+  for (const FusedLaunch& l : g.launches) {
+    Launch x;
+    if (htr_status_t st = Get(l, &x.kernel)) {
+      *note = std::string("not timed: ") + htr_status_message(st);
+      htr_status_free(st);
+      cleanup();
+      return true;
+    }
+    std::memcpy(x.grid, l.grid, sizeof(x.grid));
+    for (const FusedArg& a : l.args) {
+      htr_kernel_launch_arg_t la{};
+      switch (a.kind) {
+        case FusedArg::Kind::kInt: la.kind = HTR_KERNEL_ARG_INT; la.i = a.i; break;
+        case FusedArg::Kind::kFloat: la.kind = HTR_KERNEL_ARG_FLOAT; la.f = a.f; break;
+        case FusedArg::Kind::kScratch: la.kind = HTR_KERNEL_ARG_TENSOR; la.tensor = scratch[a.scratch]; break;
+        case FusedArg::Kind::kValue: {
+          la.kind = HTR_KERNEL_ARG_TENSOR;
+          auto t = tensors.find(a.value);
+          auto v = views.find(a.value);
+          if (t == tensors.end()) {
+            if (v == views.end()) {
+              *note = "not timed: a launch argument is no member's value";
+              cleanup();
+              return true;
+            }
+            const ops::TensorView& tv = v->second;
+            htr_tensor_t* nt = nullptr;
+            htr_status_t st = htr_tensor_create(device_, tv.dtype, static_cast<uint32_t>(tv.shape.size()), tv.shape.data(), &nt);
+            if (!st && nt) {
+              owned.push_back(nt);
+              st = htr_tensor_copy_from_host(nt, tv.data, static_cast<size_t>(tv.numel()) * ops::DtypeSize(tv.dtype), nullptr);
+            }
+            if (st) {
+              *note = std::string("not timed: tensor: ") + htr_status_message(st);
+              htr_status_free(st);
+              cleanup();
+              return true;
+            }
+            t = tensors.emplace(a.value, nt).first;
+          }
+          la.tensor = t->second;
+          break;
+        }
+      }
+      x.args.push_back(la);
+    }
+    launches.push_back(std::move(x));
+  }
+  auto run_fused = [&]() -> bool {
+    for (Launch& x : launches) {
+      if (htr_status_t st = htr_kernel_launch(nullptr, x.kernel, x.grid, x.args.data(), static_cast<uint32_t>(x.args.size()))) {
+        *note = std::string("not timed: launch: ") + htr_status_message(st);
+        htr_status_free(st);
+        return false;
+      }
+    }
+    return true;
+  };
+  using clock = std::chrono::steady_clock;
+  double best[2] = {1e30, 1e30};  // fused, unfused
+  bool ok = run_fused() && run_unfused();  // warm: caches, pool threads
+  for (int r = 0; r < kTuneReps && ok; ++r) {
+    for (int w = 0; w < 2 && ok; ++w) {
+      const auto t0 = clock::now();
+      ok = (r + w) % 2 == 0 ? run_fused() : run_unfused();
+      const int which = (r + w) % 2 == 0 ? 0 : 1;
+      best[which] = std::min(best[which], std::chrono::duration<double>(clock::now() - t0).count());
+    }
+  }
+  cleanup();
+  if (!ok) return true;
+  *note = "fused " + std::to_string(best[0] * 1e3) + " ms, unfused " + std::to_string(best[1] * 1e3) + " ms";
+  return best[0] <= best[1];
 }
 
 htr_status_t FusedExec::Own(htr_status_t st, htr_tensor_t** t) {

@@ -4,6 +4,18 @@
 // executable), binds their arguments to the executable's tensors (arena views, states, constants,
 // scratch) and launches them on the run's stream. Owns its kernels and tensors; destroy before the
 // runtime (the executable does).
+//
+// Auto-tune (like the cpu matmul's): Compile also times each group's fused launches against its
+// members' reference kernels (the unfused path) on scratch data of the group's shapes, min of
+// kTuneReps interleaved runs each, and refuses the group (it then runs unfused) when the fused
+// kernels are slower, so fusion never makes a step slower. One decision per distinct group
+// (launch IR + specializations), shared by every layer with the same shapes, and recorded on disk
+// (<HTR_CACHE_DIR or ~/.cache/htr>/fusion-tune/<hash of device name, threads, group>) so that later
+// processes reuse it instead of timing again: fused and reference kernels round differently, and a
+// repeated or resumed run must make the same choices to reproduce losses bit for bit. Delete the
+// directory to re-tune (e.g. after changing the kernels or the machine's load). HTR_FUSION=force
+// keeps every group that compiles (tests that check which groups fuse); HTR_FUSION=0 turns fusion
+// off (FusionEnabledByEnv).
 #ifndef HTR_SCHEDULER_FUSED_EXEC_H_
 #define HTR_SCHEDULER_FUSED_EXEC_H_
 
@@ -19,10 +31,14 @@ namespace htr::sched {
 
 // HTR_FUSION from the environment (runtime/config): false only for "0", "off" or "false".
 bool FusionEnabledByEnv();
+// HTR_FUSION=force (or "all"): fuse every group that compiles, without the auto-tune.
+bool FusionForcedByEnv();
 
 class FusedExec {
  public:
-  explicit FusedExec(htr_device_t* device) : device_(device) {}
+  // `threads`: the executable's reference-kernel threads (KernelArgs::num_threads), used when the
+  // auto-tune times the unfused ops; 0: the hardware concurrency.
+  explicit FusedExec(htr_device_t* device, uint32_t threads = 0) : device_(device), threads_(threads) {}
   ~FusedExec();
   FusedExec(const FusedExec&) = delete;
   FusedExec& operator=(const FusedExec&) = delete;
@@ -45,10 +61,18 @@ class FusedExec {
     std::vector<int> input_port;  // per arg: input port to take at run time, or -1
   };
   htr_status_t Get(const FusedLaunch& l, htr_kernel_t** out);
+  static std::string Key(const FusedLaunch& l);
+  // Times `g` fused and unfused; true when the fused launches are not slower. Sets *note (the two
+  // times) for the rejection message. A group that cannot be timed (allocation or reference
+  // failure) counts as faster: the tune never removes a group for lack of a measurement.
+  bool FusedIsFaster(const FusedGroup& g, std::string* note);
   htr_status_t Own(htr_status_t st, htr_tensor_t** t);
 
   htr_device_t* device_;
+  uint32_t threads_;
   std::map<std::string, htr_kernel_t*> cache_;
+  std::map<std::string, std::pair<bool, std::string>> tuned_;  // group key -> (fused faster, note)
+  bool tune_ = !FusionForcedByEnv();
   std::vector<std::vector<Bound>> groups_;  // per Program::fused
   std::vector<htr_tensor_t*> owned_;
   bool bound_ = false;

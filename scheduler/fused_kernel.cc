@@ -219,8 +219,10 @@ class RowKernel {
     if (n == "sub") return in(0) - in(1);
     if (n == "mul") return in(0) * in(1);
     if (n == "div") return in(0) / in(1);
-    if (n == "maximum") return L::maximum(in(0), in(1));
-    if (n == "minimum") return L::minimum(in(0), in(1));
+    // As the reference kernels (ops/ref/elementwise.cc): a >= b ? a : b, so a NaN `a` yields `b`.
+    // The IR's max/min propagate NaN; fp16 loss scaling relies on this form (samples/htr-train/memory.cc).
+    if (n == "maximum") return b_.where(in(0) >= in(1), in(0), in(1));
+    if (n == "minimum") return b_.where(in(0) <= in(1), in(0), in(1));
     if (n == "add_scalar") return in(0) + m.attrs.GetFloat("value");
     if (n == "mul_scalar") return in(0) * m.attrs.GetFloat("value");
     if (n == "neg") return -in(0);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "attention_fusion.h"
 #include "fused_kernel.h"
 
 namespace htr::sched {
@@ -21,6 +22,7 @@ struct Draft {
 }  // namespace
 
 Status Fuser::Rewrite(Program* p) {
+  HTR_OPS_RETURN_IF_ERROR(FuseAttention(p, accept_, &stats_, &rejections_));  // attention_fusion.h: first
   const size_t nv = p->values.size();
   std::vector<int> producer(nv, -1);  // draft that produced a value
   std::vector<Draft> drafts;
@@ -79,8 +81,8 @@ Status Fuser::Rewrite(Program* p) {
   }
   // Build and accept each draft.
   std::vector<int> group_of_draft(drafts.size(), -1);
-  std::vector<FusedGroup> groups;
-  std::vector<std::vector<ValueId>> g_in, g_out;
+  std::vector<FusedGroup> groups = std::move(p->fused);  // the attention groups come first
+  std::vector<std::vector<ValueId>> g_in(groups.size()), g_out(groups.size());
   for (size_t d = 0; d < drafts.size(); ++d) {
     const Draft& dr = drafts[d];
     FusedGroup fg;
@@ -100,7 +102,20 @@ Status Fuser::Rewrite(Program* p) {
     }
     Status st = BuildFusedLaunches(*p, in, out, &fg);
     std::string why;
-    if (st.ok() && accept_ && !accept_(fg, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+    if (st.ok() && accept_) {
+      // The members' shapes and dtypes for `accept` (the auto-tune runs them); Compile fills the
+      // kernel args of every step after this pass, so they are emptied again here.
+      for (Step& m : fg.members) {
+        for (ValueId v : m.inputs) m.args.in.push_back({nullptr, p->values[v].info.dtype, p->values[v].info.shape});
+        for (ValueId v : m.outputs) m.args.out.push_back({nullptr, p->values[v].info.dtype, p->values[v].info.shape});
+      }
+      const bool ok = accept_(fg, &why);
+      for (Step& m : fg.members) {
+        m.args.in.clear();
+        m.args.out.clear();
+      }
+      if (!ok) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+    }
     if (!st.ok()) {
       ++stats_.rejected;
       rejections_.push_back(fg.name + ": " + st.message);

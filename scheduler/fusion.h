@@ -38,7 +38,9 @@ struct FusionStats {
 
 class Fuser final : public StepRewriter {
  public:
-  // Returns true when every launch of the group can run (e.g. compiled); `why` explains a refusal.
+  // Returns true when every launch of the group can run (e.g. compiled) and should (the auto-tune,
+  // fused_exec.h); `why` explains a refusal. During the call the members' args.in/out carry their
+  // dtypes and shapes (data NULL, num_threads unset).
   using Accept = std::function<bool(const FusedGroup& group, std::string* why)>;
   explicit Fuser(Accept accept = nullptr) : accept_(std::move(accept)) {}
   Status Rewrite(Program* program) override;

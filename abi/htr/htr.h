@@ -215,6 +215,18 @@ HTR_API htr_status_t htr_event_elapsed_ns(htr_event_t* start, htr_event_t* end,
 HTR_API htr_status_t htr_tensor_create(htr_device_t* device, htr_dtype_t dtype,
                                        uint32_t rank, const int64_t* shape,
                                        htr_tensor_t** out_tensor);
+/* A dense tensor of `stream`'s device whose memory is ordered on `stream`
+ * (appended with the memory manager, issue 5). Release it as soon as its last
+ * use is enqueued on `stream`, without synchronizing: its block is reused at
+ * once by later tensors created on the same stream (their work runs after that
+ * use) and by other streams or plain htr_tensor_create only after an event the
+ * pool recorded on `stream` after the release has completed. Using the tensor
+ * on another stream is ordered by the caller's events, as for any tensor.
+ * Destroying the stream waits for its work; its cached blocks then serve
+ * anyone. */
+HTR_API htr_status_t htr_tensor_create_on_stream(htr_stream_t* stream, htr_dtype_t dtype,
+                                                 uint32_t rank, const int64_t* shape,
+                                                 htr_tensor_t** out_tensor);
 HTR_API htr_status_t htr_tensor_create_strided(htr_device_t* device, htr_dtype_t dtype,
                                                uint32_t rank, const int64_t* shape,
                                                const int64_t* strides,

@@ -180,6 +180,20 @@ typedef struct htr_executable_options_t {
   /* With recompute: the earliest segments are recomputed until the
    * activations saved for backward fit in this many bytes; 0 = all. */
   uint64_t memory_budget;
+  /* Appended with the device execution mode (scheduler/device_exec.h). Where
+   * steps run: NULL or "auto" (HTR_EXEC when set, else: host-accessible
+   * devices run reference kernels, fused kernels and library ops on host
+   * pointers; devices with kernel IR run every step on the device; others
+   * run staged host copies), "device" (every step on the device as a fused
+   * kernel, a library op or a generated kernel from ops/kernels, launched on
+   * the run's stream; also on host-accessible devices), "host", "staged" (as
+   * force_host_staging). Borrowed for the call. */
+  const char* execution;
+  /* NULL or "auto" (HTR_KERNELS when set, else fused, then library, then
+   * generated kernels), "generated": no library ops, every step a fused or
+   * generated kernel (matmul through the DSL matmul); implies the device mode
+   * where the device compiles kernel IR. Borrowed for the call. */
+  const char* kernels;
 } htr_executable_options_t;
 
 /* Compile `graph` for `device`. Only ops that some named output or some
@@ -243,8 +257,10 @@ HTR_API htr_status_t htr_executable_plan_stats(const htr_executable_t* executabl
 typedef struct htr_executable_op_info_t {
   size_t struct_size;
   const char* op;   /* "matmul"; lives as long as the executable */
-  const char* impl; /* "library:<plugin>", "fused:<ops>", "reference" or "alias" (a reshape
-                     * sharing its input's memory); same lifetime */
+  const char* impl; /* "library:<plugin>", "fused:<ops>", "kernel:<names>" (generated
+                     * kernels of the device mode), "reference", "reference:staged" (device
+                     * mode without host access: copied to the host and back) or "alias" (a
+                     * reshape sharing its input's memory); same lifetime */
   uint32_t num_inputs;
   uint32_t num_outputs;
   uint64_t output_bytes; /* bytes of all outputs */

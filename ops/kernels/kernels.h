@@ -60,6 +60,23 @@
 //               adamw.cc). Args: p, g, m, v, p_out, m_out, v_out, n, beta1,
 //               beta2, eps, decay, step_size, inv_sqrt_bc2 (f32 scalars).
 //               Grid: (ceil(n/block), 1, 1).
+//   attention_forward  causal attention over q, k, v [B, H, T, D] (any
+//               element strides; D <= bd): o = softmax(q k^T * scale, causal) v
+//               and lse[bh*T + t] = the row logsumexp (f32) for backward;
+//               flash manner, no T x T matrix (attention.cc). Args: q, k, v,
+//               o, lse, H, T, D, scale (f32), then stride_{q,k,v,o}_{b,h,t,d}.
+//               Grid: (ceil(T/bm), B*H, 1).
+//   attention_backward_dq  delta[bh*T + t] = rowsum(do * o) (f32, stored),
+//               dq from P recomputed with lse. Args: q, k, v, o, do, lse,
+//               delta, dq, H, T, D, scale, stride_{q,k,v,o,do,dq}_{b,h,t,d}.
+//               Grid: (ceil(T/bm), B*H, 1). Runs before dkdv.
+//   attention_backward_dkdv  dk, dv (reads delta from dq's launch). Args: q,
+//               k, v, do, lse, delta, dk, dv, H, T, D, scale,
+//               stride_{q,k,v,do,dk,dv}_{b,h,t,d}. Grid: (ceil(T/bn), B*H, 1).
+//   attention_backward  the same in one kernel (delta, dq, dk, dv; dq
+//               accumulated in place). Args: q, k, v, o, do, lse, delta, dq,
+//               dk, dv, H, T, D, scale, stride_{q,k,v,o,do,dq,dk,dv}_{b,h,t,d}.
+//               Grid: (B*H, 1, 1).
 #ifndef HTR_OPS_KERNELS_KERNELS_H_
 #define HTR_OPS_KERNELS_KERNELS_H_
 
@@ -84,6 +101,34 @@ inline MatmulConfig MatmulConfigForCpu(htr_dtype_t dtype = HTR_DTYPE_F32) {
   c.bn = 128;
   c.bk = 32;
   c.dtype = dtype;
+  return c;
+}
+// Tiles for a GPU whose plugin lowers dot-shaped programs to tensor cores
+// (cuda: plugins/sdk/htr_sdk_render_cuda.h; warps and pipeline stages are
+// chosen there from the device's shared memory): 128x256x64 while that still
+// gives every compute unit a program, smaller tiles for small products; f32
+// (one thread per program today) keeps small tiles.
+inline MatmulConfig MatmulConfigForGpu(htr_dtype_t dtype, uint32_t compute_units, int64_t m, int64_t n) {
+  MatmulConfig c;
+  c.dtype = dtype;
+  if (dtype == HTR_DTYPE_F32) {
+    c.bm = c.bn = 32;
+    c.bk = 16;
+    return c;
+  }
+  auto programs = [&](int64_t bm, int64_t bn) { return ((m + bm - 1) / bm) * ((n + bn - 1) / bn); };
+  c.bk = 64;
+  if (programs(128, 256) >= compute_units) {
+    c.bm = 128;
+    c.bn = 256;
+    c.bk = 128;  // H200 sweep, 8192^3 bf16: BK 128 399.5 vs BK 64 336.8 TFLOP/s (plugins/cuda/README.md)
+  } else if (programs(128, 128) >= compute_units) {
+    c.bm = c.bn = 128;
+  } else {
+    c.bm = 64;
+    c.bn = 128;
+    c.bk = 32;
+  }
   return c;
 }
 Status BuildMatmul(const MatmulConfig& config, std::vector<uint8_t>* ir);
@@ -117,6 +162,18 @@ htr::lang::Value GeluTanh(htr::lang::Value x);
 htr::lang::Value GeluTanhGrad(htr::lang::Value x);
 
 Status BuildAdamW(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+
+// Causal attention tiles: bm query rows, bn key rows per step, bd >= D (all
+// powers of two; the builder bakes them in, so each is a compile-time value
+// of its kernel). f32, f16 or bf16 inputs; dots accumulate in f32.
+struct AttentionConfig {
+  uint32_t bm = 32, bn = 32, bd = 64;
+  htr_dtype_t dtype = HTR_DTYPE_F32;
+};
+Status BuildAttentionForward(const AttentionConfig& config, std::vector<uint8_t>* ir);
+Status BuildAttentionBackwardDq(const AttentionConfig& config, std::vector<uint8_t>* ir);
+Status BuildAttentionBackwardDkDv(const AttentionConfig& config, std::vector<uint8_t>* ir);
+Status BuildAttentionBackward(const AttentionConfig& config, std::vector<uint8_t>* ir);
 
 }  // namespace htr::kernels
 

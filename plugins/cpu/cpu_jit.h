@@ -3,7 +3,8 @@
  * with an on-disk cache.
  *
  *   compiler   HTR_CC (whitespace-separated command, e.g. "ccache g++"),
- *              default "c++"; flags -std=c++17 -O3 -march=native -shared
+ *              default "c++"; flags -std=c++17 -O3 -march=native
+ *              -fno-math-errno -fno-trapping-math -shared
  *              -fPIC -w. Probed once with `<cc> --version`; its output is the
  *              compiler identity. A compiler that cannot be started or
  *              fails the probe makes the JIT unavailable (with the reason);

@@ -2,7 +2,9 @@
 // the interpreter) and launch over the pinned pool. See cpu_kernel.h.
 #include "cpu_kernel.h"
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -294,7 +296,13 @@ htr_status_t kernel_launch(htr_plugin_stream_t* stream, htr_plugin_kernel_t* ker
       htr_sdk::WorkError first;
       const int32_t g32[3] = {static_cast<int32_t>(grid[0]), static_cast<int32_t>(grid[1]),
                               static_cast<int32_t>(grid[2])};
-      ctx->pool->parallel_for(static_cast<size_t>(total), [&](size_t b, size_t e) {
+      // Programs are handed out in chunks (about 16 per thread) from a shared counter rather
+      // than one contiguous share per thread: on a loaded machine a descheduled pool thread's
+      // share is taken over by the others instead of stalling the whole launch.
+      const size_t n = static_cast<size_t>(total), nt = ctx->pool->size();
+      const size_t grain = std::max<size_t>(1, n / (nt * 16));
+      std::atomic<size_t> next{0};
+      auto run_range = [&](size_t b, size_t e) {
         if (b >= e) return;
         if (impl->interp) {
           ir::Status s;
@@ -322,6 +330,13 @@ htr_status_t kernel_launch(htr_plugin_stream_t* stream, htr_plugin_kernel_t* ker
         }
         ffi_call(&impl->cif, FFI_FN(impl->entry), nullptr, av);
 #endif
+      };
+      ctx->pool->parallel_for(std::min(nt, n), [&](size_t, size_t) {
+        for (;;) {
+          const size_t b = next.fetch_add(grain, std::memory_order_relaxed);
+          if (b >= n) return;
+          run_range(b, std::min(n, b + grain));
+        }
       });
       (void)g32;
       return first;

@@ -228,7 +228,13 @@ htr_status_t make_current(htr_plugin_device_t* device) {
                                 "cuda:%u is lost after an earlier unrecoverable CUDA error",
                                 device->index);
   }
-  return cu_status(device, device->drv().cuCtxSetCurrent(device->cu_context), "cuCtxSetCurrent");
+  // Every entry calls this: reading the thread's current context is a TLS read in the driver,
+  // setting it is not (htr-bench overhead, plugins/cuda/README.md).
+  const Driver& d = device->drv();
+  CUcontext cur = nullptr;
+  if (d.cuCtxGetCurrent != nullptr && d.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == device->cu_context)
+    return nullptr;
+  return cu_status(device, d.cuCtxSetCurrent(device->cu_context), "cuCtxSetCurrent");
 }
 
 htr_status_t cu_status(htr_plugin_device_t* device, CUresult r, const char* what) {

@@ -96,6 +96,7 @@ constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 constexpr int CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3;
 constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
 constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 constexpr unsigned CU_EVENT_DEFAULT = 0x0;
@@ -145,6 +146,8 @@ struct Driver {
 
   // ---- optional from here: their features degrade (or are absent) when
   // the driver lacks them; checked where used ----
+  // make_current skips cuCtxSetCurrent when the context is already current.
+  CUresult (*cuCtxGetCurrent)(CUcontext* ctx);
   // Pinned host staging (cuda_staging.h).
   CUresult (*cuMemHostAlloc)(void** pp, size_t bytes, unsigned flags);
   CUresult (*cuMemFreeHost)(void* p);
@@ -157,6 +160,8 @@ struct Driver {
   CUresult (*cuModuleGetFunction)(CUfunction* fn, CUmodule module, const char* name);
   CUresult (*cuModuleUnload)(CUmodule module);
   CUresult (*cuFuncGetAttribute)(int* value, int attrib, CUfunction fn);
+  // Over 48 KiB of dynamic shared memory (block-lowered kernels).
+  CUresult (*cuFuncSetAttribute)(CUfunction fn, int attrib, int value);
   CUresult (*cuLaunchKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                              unsigned by, unsigned bz, unsigned shared_bytes, CUstream stream,
                              void** params, void** extra);

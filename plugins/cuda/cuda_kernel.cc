@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -24,6 +25,7 @@ struct htr_plugin_kernel_s {
   std::vector<ir::Specialization> spec;
   htr_cuda::CUmodule module = nullptr;
   htr_cuda::CUfunction function = nullptr;
+  ir::CudaLaunch launch;  // block or per-thread programs (htr_sdk_render_cuda.h)
 };
 
 namespace htr_cuda {
@@ -119,9 +121,31 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
     std::string why;
     if (!kernels_available(ctx, &why))
       return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: no kernel compiler: %s", why.c_str());
+    // Block lowering needs the driver's opt-in to more than 48 KiB of shared
+    // memory; HTR_CUDA_BLOCK=0 keeps every program on one thread.
+    ir::CudaTarget target;
+    const Driver& drv = device->drv();
+    int optin = 0;
+    if (drv.cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                 device->cu_device) == CUDA_SUCCESS &&
+        optin > 0 && drv.cuFuncSetAttribute != nullptr)
+      target.smem_bytes = static_cast<uint32_t>(optin);
+    const char* blk = host.config("HTR_CUDA_BLOCK");
+    target.block_lowering = !(blk != nullptr && std::strcmp(blk, "0") == 0);
+    // Tuning knobs for sweeps (htr-bench matmul-gpu): warps per block, stages.
+    if (const char* w = host.config("HTR_CUDA_BLOCK_WARPS"); w != nullptr && std::atoi(w) > 0)
+      target.max_warps = static_cast<uint32_t>(std::atoi(w));
+    if (const char* st = host.config("HTR_CUDA_BLOCK_STAGES"); st != nullptr && std::atoi(st) >= 2)
+      target.max_stages = static_cast<uint32_t>(std::atoi(st));
+    // Next-stage copies issued between the MMA steps: on by default since the
+    // session-3 H200 sweep (128x256x128 bf16 8192^3: 399.5 vs 385.9 TFLOP/s);
+    // HTR_CUDA_BLOCK_MID=0 turns them off.
+    const char* mid = host.config("HTR_CUDA_BLOCK_MID");
+    target.mid_copies = !(mid != nullptr && std::strcmp(mid, "0") == 0);
     ir::Rendered r;
-    s = ir::render(k->kernel, analysis, k->spec, ir::cuda_dialect(), &r);
+    s = ir::render_cuda(k->kernel, analysis, k->spec, target, &r, &k->launch);
     if (!s.ok()) return from_ir(host, s, "render");
+    host.log(HTR_LOG_DEBUG, "cuda: kernel %s: %s", k->kernel.name.c_str(), k->launch.lowering.c_str());
     Nvrtc::Result built;
     HTR_SDK_RETURN_IF_ERROR(
         ctx->nvrtc.build(host, r.source, k->kernel.name, device->cc_major * 10 + device->cc_minor, &built));
@@ -133,13 +157,23 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
       d.cuModuleUnload(k->module);
       return st;
     }
+    if (k->launch.smem_bytes > 48 * 1024) {
+      if (htr_status_t st = cu_status(device,
+                                      d.cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                           static_cast<int>(k->launch.smem_bytes)),
+                                      "cuFuncSetAttribute")) {
+        d.cuModuleUnload(k->module);
+        return st;
+      }
+    }
     if (out_info != nullptr) {
       htr_kernel_compile_info_t info{};
       info.struct_size = out_info->struct_size;
       info.cache_hit = built.cache_hit ? 1 : 0;
       info.compile_ns = static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-      std::snprintf(info.backend, sizeof info.backend, "nvrtc-sm_%d%d", device->cc_major, device->cc_minor);
+      std::snprintf(info.backend, sizeof info.backend, "nvrtc-sm_%d%d%s", device->cc_major, device->cc_minor,
+                    k->launch.block_program ? "/block" : "");
       std::snprintf(info.cache_key, sizeof info.cache_key, "%s", built.key.c_str());
       const size_t n = out_info->struct_size < sizeof info ? out_info->struct_size : sizeof info;
       std::memcpy(out_info, &info, n);
@@ -229,10 +263,13 @@ htr_status_t kernel_launch(htr_plugin_stream_t* stream, htr_plugin_kernel_t* ker
     }
   }
   HTR_SDK_RETURN_IF_ERROR(make_current(dev));
-  const unsigned blocks = static_cast<unsigned>((total + kBlock - 1) / kBlock);
+  const ir::CudaLaunch& L = kernel->launch;
+  const unsigned threads = L.threads;
+  const unsigned blocks = L.block_program ? static_cast<unsigned>(total)
+                                          : static_cast<unsigned>((total + threads - 1) / threads);
   return cu_status(dev,
-                   dev->drv().cuLaunchKernel(kernel->function, blocks, 1, 1, kBlock, 1, 1, 0, stream->cu_stream,
-                                             params, nullptr),
+                   dev->drv().cuLaunchKernel(kernel->function, blocks, 1, 1, threads, 1, 1, L.smem_bytes,
+                                             stream->cu_stream, params, nullptr),
                    "cuLaunchKernel");
 }
 

@@ -2,16 +2,19 @@
  * cuda_kernel.h — kernel IR entries of the cuda plugin (ABI v1.1).
  *
  * kernel_compile: reads and verifies the IR (plugins/sdk), renders CUDA C
- * with the sdk's CUDA dialect (htr_sdk_render_cuda.h: one thread per
- * program), compiles it with NVRTC for the device's sm_XY through the cubin
+ * with the sdk's render_cuda (htr_sdk_render_cuda.h: dot-shaped programs
+ * as one thread block each on tensor cores, with as much shared memory as
+ * the device lets a block opt into; every other program on one thread;
+ * HTR_CUDA_BLOCK=0 turns the block lowering off), compiles it with NVRTC for the device's sm_XY through the cubin
  * cache (cuda_nvrtc.h), loads it with cuModuleLoadData into the device's
  * context. No options are known (any is INVALID_ARGUMENT). No NVRTC or no
  * module entry points in the driver: UNIMPLEMENTED with the reason.
  *
  * kernel_launch: checks argument count/kinds, buffers of this device,
  * offsets inside their buffers, grid >= 1 (total <= 2^31-1) and the values
- * of specialized scalars, then cuLaunchKernel on the stream with
- * ceil(programs / kBlock) blocks of kBlock threads; the rendered entry takes
+ * of specialized scalars, then cuLaunchKernel on the stream: one block per
+ * program for block-lowered kernels, else ceil(programs / 64) blocks of 64
+ * threads; the rendered entry takes
  * the grid as its first three parameters. Faults of the kernel (an
  * out-of-bounds access the masks did not prevent) surface as DEVICE_LOST at
  * the next synchronization (CUDA's sticky errors).
@@ -25,8 +28,6 @@
 #include "cuda_device.h"
 
 namespace htr_cuda {
-
-constexpr unsigned kBlock = 64;
 
 /* True when this context can compile kernels (NVRTC loaded and the driver
  * has module entries); otherwise *why says why. Loads NVRTC on first call. */

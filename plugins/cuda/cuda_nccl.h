@@ -16,9 +16,12 @@
 
 #include <htr/htr_types.h>
 
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
+#include "cuda_watchdog.h"
 #include "htr_sdk_dynlib.h"
 
 namespace htr_cuda {
@@ -56,6 +59,11 @@ struct NcclLib {
   bool ok = false;
   int version = 0;
   std::string why;  // when !ok
+  // Collective watchdog (cuda_watchdog.h): HTR_CUDA_NCCL_TIMEOUT_MS bounds each
+  // collective (default 600000 = 10 min, 0 = no watchdog); the thread starts on
+  // the first watched collective. Declared after `lib`: stopped before NCCL closes.
+  uint64_t timeout_ms = 600000;
+  std::unique_ptr<Watchdog> watchdog;
   void load(const char* override_name);
 };
 

@@ -3,6 +3,7 @@
 // context first, because the calling host thread may be any thread.
 #include "cuda_stream.h"
 
+#include "cuda_comm.h"
 #include "cuda_memory.h"
 #include "cuda_pool.h"
 #include "cuda_staging.h"
@@ -62,7 +63,11 @@ htr_status_t stream_create(htr_plugin_device_t* device, htr_plugin_stream_t** ou
   CUstream s = nullptr;
   HTR_SDK_RETURN_IF_ERROR(cu_status(
       device, device->drv().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
-  auto* h = new (std::nothrow) htr_plugin_stream_s{device, s};
+  auto* h = new (std::nothrow) htr_plugin_stream_s();
+  if (h != nullptr) {
+    h->device = device;
+    h->cu_stream = s;
+  }
   if (h == nullptr) {
     device->drv().cuStreamDestroy_v2(s);
     return host.error(HTR_STATUS_OUT_OF_MEMORY, "cuda: cannot allocate a stream handle");
@@ -90,6 +95,8 @@ void stream_destroy(htr_plugin_stream_t* stream) {
     if (stream->workspace != 0) dev->pool->release(stream->workspace, stream->workspace_class);
     log_failure(dev, dev->drv().cuStreamDestroy_v2(stream->cu_stream), "cuStreamDestroy");
   }
+  // The collective watchdog bounded the drain above; it forgets the stream before the handle goes.
+  htr_cuda::cancel_collective_watch(dev->ctx, stream);
   delete stream;
 }
 
@@ -99,7 +106,8 @@ htr_status_t stream_synchronize(htr_plugin_stream_t* stream) {
   }
   htr_plugin_device_t* dev = stream->device;
   HTR_SDK_RETURN_IF_ERROR(make_current(dev));
-  return cu_status(dev, dev->drv().cuStreamSynchronize(stream->cu_stream), "cuStreamSynchronize");
+  HTR_SDK_RETURN_IF_ERROR(cu_status(dev, dev->drv().cuStreamSynchronize(stream->cu_stream), "cuStreamSynchronize"));
+  return htr_cuda::take_collective_error(stream);  // a collective the watchdog aborted (cuda_comm.h)
 }
 
 htr_status_t stream_wait_event(htr_plugin_stream_t* stream, htr_plugin_event_t* event) {
@@ -238,10 +246,17 @@ htr_status_t copy_host_to_device(htr_plugin_stream_t* stream, const void* src,
     return nullptr;
   }
   htr_plugin_device_t* dev = stream->device;
-  if (dst->device->cu_context != dev->cu_context)
-    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: copy to cuda:%u on a stream of cuda:%u",
-                      dst->device->index, dev->index);
   HTR_SDK_RETURN_IF_ERROR(make_current(dev));
+  if (dst->device->cu_context != dev->cu_context) {
+    // A buffer of another device of the plugin (the ABI allows it): the driver's copy, ordered on
+    // this stream (unified addressing); this device's staging chunks are not used for it.
+    if (dst->device->lost.load())
+      return host.error(HTR_STATUS_DEVICE_LOST, "cuda:%u is lost", dst->device->index);
+    return cu_status(dev,
+                     dev->drv().cuMemcpyHtoDAsync_v2(dst->ptr + dst_offset, src, static_cast<size_t>(size),
+                                                     stream->cu_stream),
+                     "cuMemcpyHtoDAsync (other device)");
+  }
   uint64_t done = 0;
   HTR_SDK_RETURN_IF_ERROR(dev->staging->to_device(stream, src, dst->ptr + dst_offset, size, &done));
   if (done == size) return nullptr;
@@ -265,10 +280,16 @@ htr_status_t copy_device_to_host(htr_plugin_stream_t* stream, htr_plugin_buffer_
     return nullptr;
   }
   htr_plugin_device_t* dev = stream->device;
-  if (src->device->cu_context != dev->cu_context)
-    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: copy from cuda:%u on a stream of cuda:%u",
-                      src->device->index, dev->index);
   HTR_SDK_RETURN_IF_ERROR(make_current(dev));
+  if (src->device->cu_context != dev->cu_context) {
+    // A buffer of another device of the plugin: as in copy_host_to_device.
+    if (src->device->lost.load())
+      return host.error(HTR_STATUS_DEVICE_LOST, "cuda:%u is lost", src->device->index);
+    return cu_status(dev,
+                     dev->drv().cuMemcpyDtoHAsync_v2(dst, src->ptr + src_offset, static_cast<size_t>(size),
+                                                     stream->cu_stream),
+                     "cuMemcpyDtoHAsync (other device)");
+  }
   uint64_t done = 0;
   HTR_SDK_RETURN_IF_ERROR(dev->staging->to_host(stream, src->ptr + src_offset, dst, size, &done));
   if (done == size) return nullptr;

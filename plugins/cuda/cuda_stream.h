@@ -30,6 +30,8 @@
 #include "cuda_device.h"
 
 #include <atomic>
+#include <mutex>
+#include <string>
 
 struct htr_plugin_stream_s {
   htr_plugin_device_t* device;
@@ -37,6 +39,11 @@ struct htr_plugin_stream_s {
   std::atomic<bool> capturing{false};  // between graph_capture_begin and _end
   htr_cuda::CUdeviceptr workspace = 0;  // cuBLASLt workspace (lazy, freed at destroy)
   uint64_t workspace_class = 0;         // its pool size class
+  // A collective on this stream that the watchdog aborted (timed out or failed,
+  // cuda_comm.cc): stream_synchronize answers it once, then clears it.
+  std::mutex collective_mu;
+  htr_status_code_t collective_code = HTR_STATUS_OK;
+  std::string collective_msg;
   const htr_sdk::Host& host() const { return device->host(); }
 };
 

@@ -5,6 +5,8 @@
 #   plugins/cuda/device_check.sh pack BUILD DIR   # here: bundle binaries + libs into DIR
 #   DIR/device_check.sh run [OUT]                 # there: everything below
 #   DIR/device_check.sh bench [OUT]               # there: the benches only
+#   DIR/device_check.sh comm [OUT]                # there: conform (all suites, or $SUITES; collectives
+#                                                 # on every GPU, watchdog at 5 s) + overhead with its peers
 #
 # pack copies htr-info, htr-conform, test_plugins, test_cuda_kernels,
 # htr-bench-gpu, libhtr, libhtr_cuda.so, the non-glibc libraries they link,
@@ -38,9 +40,10 @@ pack)
   cp -L "$B/plugins/cuda/libhtr_cuda.so" "$D/plugins/"
   strip --strip-debug "$D"/bin/* "$D"/lib/* "$D/plugins/libhtr_cuda.so" 2>/dev/null || true
   cp "$0" "$D/device_check.sh"
+  cp "$(dirname "$0")/overhead_peer.py" "$D/"
   du -sh "$D"
   ;;
-run|bench)
+run|bench|comm)
   set +o pipefail  # `ldd --version | head -1` and the like end their writers early
   D=$(cd "$(dirname "$0")" && pwd)
   OUT=${2:-${OUT:-/tmp/htr-cuda-check}}
@@ -87,6 +90,28 @@ run|bench)
     echo '$ test_plugins [cuda]'
     run "$D/bin/test_plugins" "[cuda]" 2>&1 | tail -8
   fi
+  if [ "$1" = comm ]; then
+    echo '$ htr-info'
+    run "$D/bin/htr-info" 2>&1 | tail -20
+    echo '$ HTR_CUDA_NCCL_TIMEOUT_MS=5000 htr-conform --plugin libhtr_cuda.so --no-fork'
+    HTR_CUDA_NCCL_TIMEOUT_MS=5000 HTR_CONFORM_COLLECTIVE_WAIT_S=60 \
+      run "$D/bin/htr-conform" --plugin "$D/plugins/libhtr_cuda.so" --no-fork ${SUITES:+--suite "$SUITES"} \
+      --json "$OUT/conform-cuda.json" > "$OUT/conform-cuda.txt" 2>&1 &
+    pid=$!
+    (sleep 200; kill -9 "$pid" 2>/dev/null) &
+    killer=$!
+    wait "$pid"
+    rc=$?
+    kill "$killer" 2>/dev/null
+    grep -v " PASS " "$OUT/conform-cuda.txt" | tail -30
+    grep -E "^(collectives|streams)" "$OUT/conform-cuda.txt"
+    echo "conform rc=$rc"
+    echo '$ htr-bench-gpu overhead'
+    run "$D/bin/htr-bench-gpu" overhead 2>&1 | tee "$OUT/bench-overhead.jsonl"
+    echo '$ python3 plugins/cuda/overhead_peer.py'
+    [ -n "${NO_PEER:-}" ] || timeout 120 python3 "$D/overhead_peer.py" 2>&1 | tee -a "$OUT/bench-overhead.jsonl"
+    exit "$rc"
+  fi
   echo '$ htr-bench-gpu overhead'
   run "$D/bin/htr-bench-gpu" overhead 2>&1 | tee "$OUT/bench-overhead.jsonl"
   echo '$ htr-bench-gpu matmul-gpu --size 8192 --dtype bf16'
@@ -94,7 +119,7 @@ run|bench)
   exit "$rc"
   ;;
 *)
-  sed -n 2,15p "$0"
+  sed -n 2,17p "$0"
   exit 2
   ;;
 esac

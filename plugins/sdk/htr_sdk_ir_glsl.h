@@ -5,27 +5,44 @@
  * Why a lowering of its own next to htr_sdk_ir_render.h's C-family one:
  * GLSL has no pointers, references, memcpy or C-style casts, all of which the
  * C-family printer emits. This file keeps the same semantics (abi/
- * KERNEL_IR.md; the sdk interpreter is the oracle) and the same shape of
- * lowering — per-program code, tiles as element loops — with GLSL spelling:
+ * KERNEL_IR.md; the sdk interpreter is the oracle) with GLSL spelling:
  *
- *   - one invocation per program: `layout(local_size_x = 1)`, program id =
+ *   - workgroup mode (GlslOptions::workgroup_size W > 1): a program is one
+ *     workgroup of W invocations, `layout(local_size_x = W)`; program id =
  *     gl_WorkGroupID + pc.base (the plugin splits big grids into several
- *     dispatches), num_programs = pc.grid;
+ *     dispatches), num_programs = pc.grid. Scalars are computed by every
+ *     invocation (they are uniform); tile element loops are shared out
+ *     (element e by invocation e mod W); materialized tiles are arrays in
+ *     workgroup memory, written between two barriers (merged when
+ *     adjacent); scalar stores are done by invocation 0; every store is
+ *     followed by a buffer memory barrier. `reduce` splits each output over
+ *     W/outputs invocations and combines partials in workgroup memory.
+ *     `dot` gives each invocation a micro-tile of the result (TM x TN
+ *     outputs, strided rows/columns, A/B read from workgroup memory, f32
+ *     registers); a loop-carried accumulator that only feeds one dot which
+ *     is yielded back (the matmul pattern) stays in registers for the
+ *     whole loop and is written to workgroup memory once after it.
+ *     A kernel whose arrays exceed `shared_bytes` falls back to:
+ *   - one invocation per program (W = 1): arrays in workgroup memory
+ *     within half the budget, else all private, loops serial.
  *   - pointers are 64-bit buffer device addresses (GL_EXT_buffer_reference);
  *     ptr_add scales by the element size; loads/stores go through one
  *     buffer_reference block type per dtype; masked-off lanes never touch
  *     memory (explicit if, not a select);
- *   - tiles are arrays (workgroup memory within a budget, else private)
- *     when materialized, otherwise expressions
+ *   - tiles are arrays when materialized, otherwise expressions
  *     recomputed per element (splat, arange, broadcast, expand_dims and
  *     elementwise chains stay virtual until an expression grows past a
  *     bound, or something needs an array: load, reduce, dot, for, yield);
- *   - dot is scalar f32 loops (acc + a·b), reduce accumulates in f32 (or
- *     the integer type); f16/bf16 are held as float and rounded to their
- *     dtype after every op producing one (bit-exact helpers, nearest even);
+ *   - dot accumulates in f32 (acc + a*b, k ascending per element), reduce
+ *     in f32 (or the integer type); f16/bf16 are held as float and rounded
+ *     to their dtype after every op producing one (bit-exact helpers,
+ *     nearest even);
  *   - integer division/remainder by 0 give 0 and by -1 negate/0 (no trap),
  *     remainder truncates like C; float->int casts saturate, NaN -> 0;
  *     max/min propagate NaN; `ne` is true for NaN.
+ *   - Not covered in workgroup mode: two elements of one tile store that
+ *     write the same address (the interpreter's last-element-wins order is
+ *     not kept; no ops/kernels kernel does this).
  *
  * Arguments arrive in a push-constant block: `uint64_t a[n]` (pointer
  * addresses; scalars in the low bytes: i32/bool as the integer, f32 as its
@@ -53,6 +70,16 @@ struct GlslShader {
   bool args_in_buffer = false;  // see render_glsl
   bool needs_16bit = false;  // f16/bf16 memory
   bool needs_8bit = false;   // bool memory
+  uint32_t workgroup_size = 1;  // invocations per program actually used
+  uint32_t shared_bytes = 0;    // workgroup memory declared
+  uint64_t private_bytes = 0;   // private (per-invocation) arrays declared
+};
+
+struct GlslOptions {
+  uint32_t max_push_bytes = 128;   // maxPushConstantsSize
+  uint32_t shared_bytes = 16384;   // maxComputeSharedMemorySize
+  uint32_t workgroup_size = 1;     // W (<= maxComputeWorkGroupInvocations)
+  bool unroll = false;             // unroll dot micro-kernels (GPUs; CPUs compile faster without)
 };
 
 /* `k` verified (giving `a`); `spec` one entry per argument or empty.
@@ -60,12 +87,11 @@ struct GlslShader {
  * block would exceed `max_push_bytes`, the arguments are read instead from
  * a buffer whose device address is the push constant `uint64_t args`
  * (layout: the same 8-byte slots), followed by grid and base as before:
- * args_in_buffer is set and push_constant_bytes is 32. Tile arrays go to
- * workgroup memory (private to the program, since a workgroup is one
- * invocation) when all of them fit in `shared_bytes`, else all are local
- * arrays. */
+ * args_in_buffer is set and push_constant_bytes is 32. Workgroup mode when
+ * o.workgroup_size > 1 and every array fits o.shared_bytes; else one
+ * invocation per program (see above); out->workgroup_size says which. */
 Status render_glsl(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
-                   uint32_t max_push_bytes, uint32_t shared_bytes, GlslShader* out);
+                   const GlslOptions& o, GlslShader* out);
 
 }  // namespace htr_sdk::ir
 

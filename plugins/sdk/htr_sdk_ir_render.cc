@@ -16,6 +16,9 @@ namespace {
 
 std::string v(uint32_t id) { return "v" + std::to_string(id); }
 
+// Partial accumulators of a reduction along a contiguous axis (emit_reduce).
+constexpr int kReduceLanes = 16;
+
 // Row-major strides of a shape.
 std::vector<int64_t> strides_of(const Type& t) {
   std::vector<int64_t> s(t.rank, 1);
@@ -55,6 +58,46 @@ HTR_INLINE uint16_t htr_f16_of(float f) {
   return (uint16_t)(s | (((r >> 13) - (112u << 10)) & 0x7fffu));
 }
 HTR_INLINE float htr_f16_rnd(float f) { uint16_t h = htr_f16_of(f); return htr_f16_ld(&h); }
+// exp: x = n*ln2 + r with |r| <= ln2/2 (round-to-nearest through the 1.5*2^23 shift), exp(r)
+// by Cephes' polynomial, then 2^n applied in two halves so that results below FLT_MIN are
+// correctly scaled denormals and results above FLT_MAX are inf. Branch-free, so element loops
+// over it vectorize; within 1 ulp of the correctly rounded exp over all floats (tests/kernels);
+// NaN -> NaN, -inf -> 0, +inf -> inf.
+HTR_INLINE float htr_expf(float x) {
+  float xc = x < -104.0f ? -104.0f : x;
+  xc = xc > 89.0f ? 89.0f : xc;
+  const float t = xc * 1.44269504088896341f + 12582912.0f;
+  const float n = t - 12582912.0f;
+  const int32_t ni = (int32_t)(htr_f32_bits(t) - 0x4b400000u);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const int32_t n1 = ni / 2, n2 = ni - n1;
+  return y * htr_bits_f32((uint32_t)(n1 + 127) << 23) * htr_bits_f32((uint32_t)(n2 + 127) << 23);
+}
+// tanh: |x| < 0.625 by Cephes' odd polynomial (no cancellation near 0), else
+// 1 - 2/(exp(2|x|) + 1); both computed and one selected, the sign of x copied
+// onto the magnitude (tanh(-0) = -0). Within 1 ulp; NaN -> NaN.
+HTR_INLINE float htr_tanhf(float x) {
+  const float a = x < 0.0f ? -x : x;
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = p * z * a + a;
+  const float big = 1.0f - 2.0f / (htr_expf(a + a) + 1.0f);
+  const float m = a < 0.625f ? small : (x != x ? x : big);
+  return htr_bits_f32((htr_f32_bits(m) & 0x7fffffffu) | (htr_f32_bits(x) & 0x80000000u));
+}
+// max/min propagate NaN (like torch.maximum): a NaN operand wins.
 HTR_INLINE float htr_maxf(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 HTR_INLINE float htr_minf(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 template <class T> HTR_INLINE T htr_wadd(T a, T b) { using U = typename std::make_unsigned<T>::type; return (T)((U)a + (U)b); }
@@ -166,10 +209,10 @@ Dialect make_cxx() {
   };
   d.float_fn = [](uint16_t op) -> std::string {
     switch (op) {
-      case HTR_KIR_OP_EXP: return "std::exp";
+      case HTR_KIR_OP_EXP: return "htr_expf";  // prelude: branch-free, vectorizes
       case HTR_KIR_OP_LOG: return "std::log";
       case HTR_KIR_OP_SQRT: return "std::sqrt";
-      case HTR_KIR_OP_TANH: return "std::tanh";
+      case HTR_KIR_OP_TANH: return "htr_tanhf";
       case HTR_KIR_OP_ERF: return "std::erf";
       case HTR_KIR_OP_ABS: return "std::fabs";
       default: return "?";
@@ -231,6 +274,7 @@ class Renderer {
   // Element `e` of a value (the value itself for scalars; the scalar for
   // tiles that are a splat of one, which are never read from memory).
   std::string at(uint32_t id, const std::string& e = "e") const {
+    if (inl_[id]) return "(" + rnd(type(id).dtype, pure_expr(static_cast<uint32_t>(def_op_[id]), e)) + ")";
     if (splat_of_[id] >= 0) return v(static_cast<uint32_t>(splat_of_[id]));
     return type(id).is_tile() ? v(id) + "[" + e + "]" : v(id);
   }
@@ -265,6 +309,8 @@ class Renderer {
     storage_.resize(nv);
     for (size_t id = 0; id < nv; ++id) storage_[id] = static_cast<uint32_t>(id);
     op_scope_.assign(k_.ops.size(), -1);
+    def_op_.assign(nv, -1);
+    std::vector<int64_t> consumer(nv, -1);  // first op reading each value
     std::vector<std::pair<uint32_t, int64_t>> stack;  // (body end, for index)
     for (size_t i = 0; i < k_.ops.size(); ++i) {
       while (!stack.empty() && stack.back().first == i) stack.pop_back();
@@ -272,9 +318,15 @@ class Renderer {
       const uint32_t r = a_.first_value[i];
       const int64_t sc = stack.empty() ? -1 : stack.back().second;
       op_scope_[i] = sc;
-      for (uint32_t x : op.operands) ++uses_[x];
+      for (uint32_t x : op.operands) {
+        ++uses_[x];
+        if (consumer[x] < 0) consumer[x] = static_cast<int64_t>(i);
+      }
       const uint32_t n = defined_count(op);
-      for (uint32_t j = 0; j < n; ++j) scope_[r + j] = sc;
+      for (uint32_t j = 0; j < n; ++j) {
+        scope_[r + j] = sc;
+        def_op_[r + j] = static_cast<int64_t>(i);
+      }
       if (op.opcode == HTR_KIR_OP_FOR) {
         for (uint32_t j = static_cast<uint32_t>(op.results.size()); j < n; ++j)
           scope_[r + j] = static_cast<int64_t>(i);
@@ -284,6 +336,24 @@ class Renderer {
       if ((op.opcode == HTR_KIR_OP_EXPAND_DIMS || op.opcode == HTR_KIR_OP_BROADCAST) &&
           splat_of_[op.operands[0]] >= 0)
         splat_of_[r] = splat_of_[op.operands[0]];
+    }
+    // Single-use pure elementwise tiles read element by element by their one
+    // reader in the same loop scope are not materialized: at() inlines their
+    // expression into the reader, so a chain of elementwise ops becomes one
+    // loop (one pass over the row instead of one per op). Readers that take
+    // the array itself (dot, for/yield, expand_dims) or read it as a pointer,
+    // mask or load operand keep the array.
+    inl_.assign(nv, false);
+    for (size_t i = 0; i < k_.ops.size(); ++i) {
+      const Op& op = k_.ops[i];
+      if (op.results.size() != 1 || !is_pure(op.opcode)) continue;
+      const uint32_t r = a_.first_value[i];
+      if (!type(r).is_tile() || type(r).ptr || splat_of_[r] >= 0 || uses_[r] != 1 || consumer[r] < 0) continue;
+      const Op& c = k_.ops[static_cast<size_t>(consumer[r])];
+      if (op_scope_[static_cast<size_t>(consumer[r])] != scope_[r]) continue;
+      bool ok = is_pure(c.opcode) || c.opcode == HTR_KIR_OP_REDUCE || c.opcode == HTR_KIR_OP_BROADCAST;
+      if (c.opcode == HTR_KIR_OP_STORE) ok = c.operands.size() > 1 && c.operands[1] == r;
+      inl_[r] = ok;
     }
     // Liveness of tiles, backwards: a tile is materialized only when some
     // emitted op reads its array.
@@ -327,6 +397,42 @@ class Renderer {
     }
   }
   void line(const std::string& l) { s_ += std::string(2 * depth_, ' ') + l + "\n"; }
+
+  // Ops computed element by element from their operands' elements alone.
+  static bool is_pure(uint16_t opcode) {
+    switch (opcode) {
+      case HTR_KIR_OP_ADD: case HTR_KIR_OP_SUB: case HTR_KIR_OP_MUL: case HTR_KIR_OP_DIV:
+      case HTR_KIR_OP_REM: case HTR_KIR_OP_MAX: case HTR_KIR_OP_MIN: case HTR_KIR_OP_AND:
+      case HTR_KIR_OP_OR: case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP:
+      case HTR_KIR_OP_LOG: case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH:
+      case HTR_KIR_OP_ERF: case HTR_KIR_OP_NOT: case HTR_KIR_OP_CMP: case HTR_KIR_OP_SELECT:
+      case HTR_KIR_OP_CAST:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Element `e` of pure op `i`, before rounding to its dtype.
+  std::string pure_expr(uint32_t i, const std::string& e) const {
+    static const char* const cmp[] = {"==", "!=", "<", "<=", ">", ">="};
+    const Op& op = k_.ops[i];
+    auto in = [&](size_t j) { return op.operands[j]; };
+    switch (op.opcode) {
+      case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP: case HTR_KIR_OP_LOG:
+      case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH: case HTR_KIR_OP_ERF:
+      case HTR_KIR_OP_NOT:
+        return unary_expr(op.opcode, type(in(0)).dtype, at(in(0), e));
+      case HTR_KIR_OP_CMP:
+        return "(" + at(in(0), e) + " " + cmp[op.attrs[0]] + " " + at(in(1), e) + ")";
+      case HTR_KIR_OP_SELECT:
+        return "(" + at(in(0), e) + " ? " + at(in(1), e) + " : " + at(in(2), e) + ")";
+      case HTR_KIR_OP_CAST:
+        return cast_expr(type(in(0)).dtype, op.results[0].dtype, at(in(0), e));
+      default:
+        return binary_expr(op.opcode, type(in(0)).dtype, at(in(0), e), at(in(1), e));
+    }
+  }
 
   // Declares the result of `id` (array for tiles; scalars are declared by
   // their assignment with `decl_scalar`).
@@ -430,6 +536,7 @@ class Renderer {
     for (const CoefDef& c : aff_.defs[i]) line("const " + c.ctype + " " + c.name + " = " + c.expr + ";");
     if (!op.results.empty() && op.opcode != HTR_KIR_OP_FOR && type(r).is_tile()) {
       if (!needed_[r]) return;  // read only through its affine form or scalar
+      if (inl_[r]) return;      // computed inside its one reader (at())
       if (splat_of_[r] >= 0) {
         declare(r);
         line(d_.loop_open("e", type(r).numel()) + " " + v(r) + "[e] = " + at(r) + ";");
@@ -563,6 +670,36 @@ class Renderer {
     }
     const std::string acc = v(r) + "_acc";
     line(d_.tile_decl(ctype, acc, outer * inner));
+    if (inner == 1 && len >= 2 * kReduceLanes) {
+      // Along the contiguous axis: element k goes to partial k % kReduceLanes, the partials
+      // are combined pairwise. The lane loop has no carried dependence, so it vectorizes
+      // without reassociation flags; the order is fixed (not the target's vector width).
+      const std::string L = std::to_string(kReduceLanes), pa = v(r) + "_p";
+      line(d_.loop_open("o", outer) + " {");
+      ++depth_;
+      line(ctype + " " + pa + "[" + L + "];");
+      line(d_.loop_open("j", kReduceLanes) + " " + pa + "[j] = " + init + ";");
+      const std::string base = "o * " + std::to_string(len) + " + ";
+      line("int32_t k0 = 0;");
+      line("for (; k0 + " + L + " <= " + std::to_string(len) + "; k0 += " + L + ") " +
+           d_.loop_open("j", kReduceLanes) + " " + pa + "[j] = " +
+           binary_expr(combine, dt, pa + "[j]", at(op.operands[0], base + "k0 + j")) + ";");
+      line("for (int32_t j = 0; k0 + j < " + std::to_string(len) + "; ++j) " + pa + "[j] = " +
+           binary_expr(combine, dt, pa + "[j]", at(op.operands[0], base + "k0 + j")) + ";");
+      for (int w = kReduceLanes / 2; w >= 1; w /= 2)
+        line(d_.loop_open("j", w) + " " + pa + "[j] = " +
+             binary_expr(combine, dt, pa + "[j]", pa + "[j + " + std::to_string(w) + "]") + ";");
+      line(acc + "[o] = " + pa + "[0];");
+      --depth_;
+      line("}");
+      if (!d_.barrier.empty()) line(d_.barrier);
+      if (type(r).is_tile()) {
+        elementwise(r, [&](const std::string& e) { return acc + "[" + e + "]"; });
+      } else {
+        line("const " + ctype + " " + v(r) + " = " + rnd(dt, acc + "[0]") + ";");
+      }
+      return;
+    }
     line(d_.loop_open("e", outer * inner) + " " + acc + "[e] = " + init + ";");
     line(d_.loop_open("o", outer) + " " + d_.loop_open("k", len) + " " + d_.loop_open("n", inner) + " {");
     const std::string idx = "o * " + std::to_string(inner) + " + n";
@@ -884,6 +1021,8 @@ class Renderer {
   std::vector<int64_t> op_scope_;   // op -> innermost FOR around it
   std::vector<uint32_t> storage_;   // value -> value owning its array
   std::vector<bool> needed_;        // tile arrays that must be materialized
+  std::vector<bool> inl_;           // tiles inlined into their one reader (pure_expr)
+  std::vector<int64_t> def_op_;     // value -> op defining it
 };
 
 }  // namespace

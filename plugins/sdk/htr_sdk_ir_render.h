@@ -15,11 +15,19 @@
  * versioned at run time when the stride is not a constant), guarded
  * against i32 wrap-around with an exact per-element fallback. DOT calls the
  * prelude's register-blocked htr_dot<M,N,K> and updates a loop-carried
- * accumulator in place when the dot is its only reader. f16/bf16 values are held as
+ * accumulator in place when the dot is its only reader. A pure elementwise
+ * tile (arithmetic, math, compare, select, cast) read once, element by
+ * element, in its own loop scope is not materialized: its expression is
+ * inlined into the reader, so a chain of elementwise ops is one loop. A
+ * reduction along a contiguous axis of 32+ elements accumulates element k in
+ * partial k % 16 and combines the 16 partials pairwise (a fixed order, not
+ * the vector width: vectorizes without reassociation flags); shorter or
+ * strided reductions run in element order. f16/bf16 values are held as
  * float and rounded back to their dtype after every op that produces one;
  * reductions and dot accumulate in float. Integer arithmetic wraps; integer
  * division or remainder by zero gives 0; float-to-int casts truncate and
- * saturate (NaN -> 0); max/min propagate NaN; loads of masked-off lanes give
+ * saturate (NaN -> 0); max/min (elementwise and reductions) propagate NaN,
+ * like torch.maximum; loads of masked-off lanes give
  * `other` (0 without it). The interpreter (htr_sdk_ir_interp.h) implements
  * exactly these semantics.
  *
@@ -28,7 +36,10 @@
  * element loops over the threads of a workgroup (loop_open with a thread
  * stride, barrier after reductions/dot) and maps dot to tensor-core /
  * cooperative-matrix intrinsics; the C++ dialect runs a whole program on one
- * CPU thread and lets the compiler vectorize the loops.
+ * CPU thread and lets the compiler vectorize the loops: its exp and tanh are
+ * the prelude's branch-free htr_expf/htr_tanhf (within 1 ulp of the correctly
+ * rounded result over all floats, denormals, inf and NaN included;
+ * tests/kernels [math]), which vectorize where std::exp would not.
  *
  * The C++ entry point rendered by cxx_dialect():
  *   extern "C" void <entry>(int64_t pid_begin, int64_t pid_end,

@@ -2,17 +2,19 @@
  * htr_sdk_render_cuda.h — the CUDA C dialect of the C-family renderer
  * (htr_sdk_ir_render.h), for NVRTC.
  *
- * Mapping (first version: correct before fast): one CUDA thread runs one
- * program, exactly as the C++ dialect's loop body does on a CPU thread; tile
- * values are per-thread arrays (registers or local memory), element loops
- * are sequential, `dot` is a per-thread triple loop in f32. The same
- * lowering as the C++ dialect means the same semantics (htr_sdk_ir_render.h)
- * and the same tests; the cost is speed on big tiles (local memory, no
- * tensor cores). Distributing element loops over the threads of a block and
- * lowering dot to mma.sync needs the renderer to emit per-op thread
- * partitioning (see plugins/cuda/README.md, Gaps).
+ * Two lowerings. render_cuda (below) lowers dot-shaped programs
+ * (htr_sdk_ir_block.h) with bf16/f16 operands to one thread block per
+ * program on tensor cores, and hands every other program to cuda_dialect():
+ * one CUDA thread runs one program, exactly as the C++ dialect's loop body
+ * does on a CPU thread; tile values are per-thread arrays (registers or
+ * local memory), element loops are sequential, `dot` is a per-thread triple
+ * loop in f32. The same lowering as the C++ dialect means the same
+ * semantics (htr_sdk_ir_render.h) and the same tests; the cost is speed on
+ * big tiles. Row kernels over the threads of a block are not done yet
+ * (plugins/cuda/README.md, Gaps).
  *
- * The entry point rendered by cuda_dialect():
+ * The entry point rendered by cuda_dialect() (render_cuda's block kernels
+ * take the same parameters; see CudaLaunch for their launch):
  *   extern "C" __global__ void <entry>(int32_t htr_g0, int32_t htr_g1,
  *                                      int32_t htr_g2, <one param per arg>)
  * runs program (blockIdx.x * blockDim.x + threadIdx.x) of the linearized
@@ -25,11 +27,50 @@
 #ifndef HTR_SDK_RENDER_CUDA_H_
 #define HTR_SDK_RENDER_CUDA_H_
 
+#include <string>
+
 #include "htr_sdk_ir_render.h"
 
 namespace htr_sdk::ir {
 
 const Dialect& cuda_dialect();
+
+/* What the device offers the block lowering (htr_sdk_render_cuda_block.cc). */
+struct CudaTarget {
+  uint32_t smem_bytes = 48 * 1024;  // dynamic shared memory a block may opt into
+  bool block_lowering = true;       // false: always one thread per program
+  uint32_t max_warps = 8;           // per block (htr_sdk_ir_block.h BlockTarget)
+  uint32_t max_stages = 4;          // shared-memory pipeline depth
+  // Issue the next stage's copies between the first mma steps instead of
+  // right after the barrier. Off by default: built and compiled, not yet
+  // measured or run on a GPU (plugins/cuda/README.md, DSL matmul).
+  bool mid_copies = false;
+};
+
+/* How to launch what render_cuda printed. block_program: one block of
+ * `threads` threads per program (grid = the program count in x, the entry
+ * maps blockIdx.x to program ids) with `smem_bytes` of dynamic shared memory
+ * (the function must be allowed that much first when it is over 48 KiB);
+ * otherwise one thread per program, ceil(programs / threads) blocks, no
+ * shared memory. `lowering` names the path taken ("block-mma 128x256x64
+ * warps 2x4 stages 4", or "thread (<why the block lowering did not apply>)"). */
+struct CudaLaunch {
+  bool block_program = false;
+  uint32_t threads = 64;
+  uint32_t smem_bytes = 0;
+  std::string lowering;
+};
+
+/* Block-level lowering where the program is dot-shaped (htr_sdk_ir_block.h)
+ * and its tile fits the tensor-core layout: a program is a thread block, A/B
+ * staged in swizzled shared memory by a cp.async pipeline, ldmatrix +
+ * mma.sync.m16n8k16 (bf16/f16 operands, f32 accumulator in registers), the
+ * epilogue (casts + masked store) from the MMA layout; index guards and the
+ * exact wrapped-index path as in the per-thread renderer. Every other
+ * program: render(k, a, spec, cuda_dialect()). Same entry signature either
+ * way. Fails only as render() does. */
+Status render_cuda(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
+                   const CudaTarget& target, Rendered* out, CudaLaunch* launch);
 
 }  // namespace htr_sdk::ir
 

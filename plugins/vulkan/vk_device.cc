@@ -133,7 +133,8 @@ void discover_devices(htr_plugin_ctx_t* ctx) {
         if (compute && (pass == 1 || !graphics)) {
           d.compute_family = i;
           d.queue_count = qf[i].queueCount;
-          d.timestamps = qf[i].timestampValidBits != 0;
+          d.timestamps = qf[i].timestampValidBits != 0 && d.props.limits.timestampPeriod > 0;
+          d.timestamp_bits = qf[i].timestampValidBits;
           found = true;
           break;
         }
@@ -205,6 +206,7 @@ htr_status_t device_get_properties(htr_plugin_ctx_t* ctx, uint32_t index,
   if (d.storage8 && d.int8) p.dtype_mask |= HTR_DTYPE_BIT(HTR_DTYPE_BOOL);
   p.capabilities = 0;
   if (kernels_supported(d)) p.capabilities |= HTR_CAP_KERNEL_IR | HTR_CAP_LIBRARY_OPS;
+  if (d.timestamps) p.capabilities |= HTR_CAP_TIMERS;
   p.max_alloc_bytes = d.max_alloc != 0 ? d.max_alloc : d.device_heap_size;
   std::snprintf(p.description, sizeof p.description,
                 "Vulkan %s; subgroup %u; fp16 %s, 16-bit storage %s, bf16 %s, cooperative "

@@ -2,8 +2,10 @@
  * vk_kernel.h — kernel IR on the vulkan plugin (ABI v1.1).
  *
  * kernel_compile: reads and verifies the IR (plugins/sdk), renders GLSL
- * (plugins/sdk/htr_sdk_ir_glsl.h: one invocation per program, scalar/loop
- * code, dot as f32 loops; cooperative matrices are not used yet), compiles
+ * (plugins/sdk/htr_sdk_ir_glsl.h, options from glsl_options(): a program is
+ * a workgroup of 128 invocations on GPUs, one subgroup-wide SIMD vector on
+ * CPU devices; tiles in workgroup memory; dot as register micro-tiles in
+ * f32; cooperative matrices are not used yet), compiles
  * it to SPIR-V with shaderc (dlopen'd libshaderc.so.1, optimization level
  * "performance", which runs the SPIRV-Tools optimizer), validates the
  * module with SPIRV-Tools (spvValidateWithOptions from the same library)
@@ -23,6 +25,11 @@
  * Pointer arguments of f16/bf16 need 16-bit storage + int16, bool needs
  * 8-bit storage + int8, i64 needs shaderInt64: otherwise UNIMPLEMENTED.
  *
+ * Compile options: "workgroup=N" and "shared=BYTES" override the lowering's
+ * workgroup size and workgroup-memory budget (tests use them to reach the
+ * one-invocation and private-array fallbacks); anything else is
+ * INVALID_ARGUMENT.
+ *
  * kernel_launch checks count/kinds, buffers of this device, offsets inside
  * their buffers, grid >= 1 and specialized values before enqueuing.
  * Ownership: launches keep the pipeline alive (shared), so kernel_destroy
@@ -32,6 +39,8 @@
 #define HTR_VK_KERNEL_H_
 
 #include "vk_device.h"
+
+#include "htr_sdk_ir_glsl.h"
 
 #include <memory>
 #include <string>
@@ -51,13 +60,18 @@ struct KernelState {
 // loadable); *why (may be NULL) says what is missing.
 bool kernels_supported(const PhysInfo& d, std::string* why = nullptr);
 
+// The GLSL lowering's options for a device (from its queried limits).
+htr_sdk::ir::GlslOptions glsl_options(const PhysInfo& d);
+
 // Per-device compiler state (shaderc handle, pipeline cache).
 std::unique_ptr<KernelState> make_kernel_state(htr_plugin_device_t* device);
 
-// Compile for `device` (used by library ops too). `spec` as for the ABI.
+// Compile for `device` (used by library ops too). `spec` as for the ABI;
+// `options` NULL = glsl_options(device).
 htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_size,
                         const htr_kernel_scalar_t* spec, uint32_t num_spec,
-                        htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info);
+                        htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info,
+                        const htr_sdk::ir::GlslOptions* options = nullptr);
 
 htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compile_args_t* args,
                             htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info);

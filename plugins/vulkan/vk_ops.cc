@@ -7,7 +7,10 @@
 #include "htr_sdk_dtype.h"
 #include "ops/kernels/kernels.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <vector>
 #include <string>
 
 namespace htr_vk {
@@ -21,14 +24,43 @@ struct Plan {
   int64_t bsa = 0, bsb = 0, bsc = 0;  // batch strides (elements)
 };
 
-uint32_t tile_for(const PhysInfo& d) {
-  // CPU implementations (lavapipe) compile private arrays into LLVM
-  // coroutine frames whose build time grows steeply with their size.
-  if (d.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) return 8;
-  const uint64_t budget = d.props.limits.maxComputeSharedMemorySize / 8;
-  uint32_t t = 32;
-  while (t > 4 && 3ull * t * t * 4 > budget) t /= 2;
-  return t;
+struct Tile {
+  uint32_t bm = 8, bn = 8, bk = 8;
+  uint32_t w = 0;  // invocations per program; 0 = the device's default (glsl_options)
+};
+
+// Tiles of the DSL matmul for a device: HTR_VK_MATMUL_TILE if set, else the
+// first candidate whose A and B tiles (f32, the lowering keeps them in
+// workgroup memory; C stays in registers) fit maxComputeSharedMemorySize and
+// whose C tile splits into register micro-tiles of at most 64 outputs over
+// the workgroup (htr_sdk_ir_glsl.h). GPUs: 128x128x8 over 256 invocations
+// (8x8 each); CPU devices: one SIMD vector of the subgroup size (lavapipe:
+// 8) -> 16x16x16.
+Tile tile_for(const htr_plugin_device_t* d) {
+  const uint32_t* env = d->ctx->matmul_tile;
+  if (env[0] != 0) return Tile{env[0], env[1], env[2], env[3]};
+  const PhysInfo& info = *d->info;
+  const bool cpu = info.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const uint64_t wmax = std::min(info.props.limits.maxComputeWorkGroupInvocations,
+                                 info.props.limits.maxComputeWorkGroupSize[0]);
+  const uint64_t shared = info.props.limits.maxComputeSharedMemorySize;
+  const uint32_t wdef = glsl_options(info).workgroup_size;
+  // Order from the H200 sweep (f32 4096^3, TFLOP/s, plugins/vulkan/README.md):
+  // 128x128x8/256 24.9, 64x64x16/128 22.5, 128x128x16/256 16.6, 64x64x16/64 6.5,
+  // 128x64x16/128 6.0 (more registers than the unrolled micro-kernel can keep).
+  static const Tile kGpu[] = {{128, 128, 8, 256}, {64, 64, 16, 128}, {128, 128, 16, 256}, {32, 32, 16, 32},
+                              {16, 16, 16, 16}};
+  static const Tile kCpu[] = {{16, 16, 16, 0}, {16, 8, 8, 0}, {8, 8, 8, 0}};
+  for (const Tile& c : cpu ? std::vector<Tile>(std::begin(kCpu), std::end(kCpu))
+                           : std::vector<Tile>(std::begin(kGpu), std::end(kGpu))) {
+    Tile t = c;
+    if (t.w == 0) t.w = wdef;
+    const uint64_t n = uint64_t{t.bm} * t.bn;
+    if (t.w > wmax || n % t.w != 0 || n / t.w > 64) continue;
+    if (4 * (uint64_t{t.bm} * t.bk + uint64_t{t.bk} * t.bn) > shared) continue;
+    return t;
+  }
+  return Tile{8, 8, 8, 1};
 }
 
 // Checks desc and fills the plan; UNIMPLEMENTED for what is not offered.
@@ -55,8 +87,9 @@ htr_status_t plan_matmul(const htr_sdk::Host& host, const htr_op_desc_t* desc, b
   const htr_plugin_tensor_t& A = desc->inputs[0];
   const htr_plugin_tensor_t& B = desc->inputs[1];
   const htr_plugin_tensor_t& C = desc->outputs[0];
-  if (A.dtype != B.dtype || C.dtype != A.dtype || (A.dtype != HTR_DTYPE_F32 && A.dtype != HTR_DTYPE_BF16))
-    return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul %s x %s -> %s not offered (f32, bf16 -> same)",
+  if (A.dtype != B.dtype || C.dtype != A.dtype ||
+      (A.dtype != HTR_DTYPE_F32 && A.dtype != HTR_DTYPE_BF16 && A.dtype != HTR_DTYPE_F16))
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul %s x %s -> %s not offered (f32, bf16, f16 -> same)",
                       htr_sdk::dtype_name(A.dtype), htr_sdk::dtype_name(B.dtype), htr_sdk::dtype_name(C.dtype));
   if (A.rank < 2 || B.rank < 2 || C.rank < 2 || A.rank > 3 || B.rank > 3 || C.rank > 3)
     return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul takes rank 2 or 3 (one batch dim)");
@@ -106,10 +139,11 @@ htr_status_t plan_matmul(const htr_sdk::Host& host, const htr_op_desc_t* desc, b
 }
 
 // The device's matmul kernel for `dtype` (compiled once).
-htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, uint32_t* tile, htr_plugin_kernel_t** out) {
-  const uint32_t t = tile_for(*d->info);
+htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, Tile* tile, htr_plugin_kernel_t** out) {
+  const Tile t = tile_for(d);
   *tile = t;
-  const std::string key = std::string("matmul/") + htr_sdk::dtype_name(dtype) + "/" + std::to_string(t);
+  const std::string key = std::string("matmul/") + htr_sdk::dtype_name(dtype) + "/" + std::to_string(t.bm) + "x" +
+                          std::to_string(t.bn) + "x" + std::to_string(t.bk) + "x" + std::to_string(t.w);
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {
@@ -117,15 +151,19 @@ htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, uint32_t* 
     return nullptr;
   }
   htr::kernels::MatmulConfig cfg;
-  cfg.bm = t;
-  cfg.bn = t;
-  cfg.bk = t;
+  cfg.bm = t.bm;
+  cfg.bn = t.bn;
+  cfg.bk = t.bk;
   cfg.dtype = dtype;
   std::vector<uint8_t> ir;
   const htr::kernels::Status st = htr::kernels::BuildMatmul(cfg, &ir);
   if (!st.message.empty()) return d->host().error(HTR_STATUS_INTERNAL, "vulkan: DSL matmul: %s", st.message.c_str());
   htr_plugin_kernel_t* k = nullptr;
-  HTR_SDK_RETURN_IF_ERROR(compile_ir(d, ir.data(), ir.size(), nullptr, 0, &k, nullptr));
+  htr_sdk::ir::GlslOptions opt = glsl_options(*d->info);
+  if (t.w != 0)
+    opt.workgroup_size = std::min({t.w, d->info->props.limits.maxComputeWorkGroupInvocations,
+                                   d->info->props.limits.maxComputeWorkGroupSize[0]});
+  HTR_SDK_RETURN_IF_ERROR(compile_ir(d, ir.data(), ir.size(), nullptr, 0, &k, nullptr, &opt));
   d->op_kernels[key] = k;
   *out = k;
   return nullptr;
@@ -143,8 +181,8 @@ htr_status_t op_query(htr_plugin_device_t* device, const htr_op_desc_t* desc, in
   return htr_sdk::guard(host, [&]() -> htr_status_t {
     Plan p;
     HTR_SDK_RETURN_IF_ERROR(plan_matmul(host, desc, false, &p));
-    if (p.dtype == HTR_DTYPE_BF16 && !(device->info->storage16 && device->info->int16))
-      return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: bf16 matmul needs 16-bit storage");
+    if (p.dtype != HTR_DTYPE_F32 && !(device->info->storage16 && device->info->int16))
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: %s matmul needs 16-bit storage", htr_sdk::dtype_name(p.dtype));
     *out_score = 1;
     return nullptr;
   });
@@ -164,7 +202,7 @@ htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
       if (t->buffer->device != d)
         return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: matmul operand on another device");
     if (p.M == 0 || p.N == 0) return nullptr;
-    uint32_t t = 0;
+    Tile t;
     htr_plugin_kernel_t* k = nullptr;
     HTR_SDK_RETURN_IF_ERROR(matmul_kernel(d, p.dtype, &t, &k));
     const uint64_t es = htr_sdk::dtype_size(p.dtype);
@@ -180,8 +218,8 @@ htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
       for (int i = 0; i < 9; ++i) a[3 + i].i = sc[i];
       htr_kernel_launch_args_t la{};
       la.struct_size = sizeof la;
-      la.grid[0] = static_cast<uint32_t>((p.N + t - 1) / t);
-      la.grid[1] = static_cast<uint32_t>((p.M + t - 1) / t);
+      la.grid[0] = static_cast<uint32_t>((p.N + t.bn - 1) / t.bn);
+      la.grid[1] = static_cast<uint32_t>((p.M + t.bm - 1) / t.bm);
       la.grid[2] = 1;
       la.args = a;
       la.num_args = 12;

@@ -4,14 +4,16 @@
  * matmul: the universal tile-DSL matmul (ops/kernels/matmul.cc, compiled
  * into the plugin as an IR builder) through the plugin's own kernel path
  * (GLSL -> SPIR-V), one kernel per (dtype, tile) cached on the device. Tile
- * sizes come from the device's limits: the largest power of two t <= 32
- * whose three t x t f32 tiles fit in 1/8 of maxComputeSharedMemorySize (the
- * scalar lowering keeps them in private memory per invocation); 8 on CPU
- * implementations such as lavapipe, whose LLVM compile time grows steeply
- * with private array size. Transposes
+ * sizes and the workgroup size come from the device's limits (tile_for in
+ * vk_ops.cc): the first of a list whose f32 A/B tiles fit
+ * maxComputeSharedMemorySize and whose C tile splits into register
+ * micro-tiles of <= 64 outputs (128x128x8 over 256 invocations on GPUs,
+ * 16x16x16 over 8 on lavapipe); HTR_VK_MATMUL_TILE=BMxBNxBK[xW] overrides
+ * it. Transposes
  * and strided views are the kernel's strides; one batch dim (either side may
  * lack it: broadcast) is one launch per batch. Offered: f32 x f32 -> f32 and,
- * with 16-bit storage, bf16 x bf16 -> bf16, alpha = 1, beta = 0, impl
+ * with 16-bit storage, bf16/f16 x same -> same (f32 accumulation), alpha = 1,
+ * beta = 0, impl
  * absent/"auto"/"dsl". Everything else answers UNIMPLEMENTED, so the host
  * places it elsewhere. Score 1 (the host's reference scores 0).
  */

@@ -45,6 +45,7 @@ struct PhysInfo {
   uint32_t compute_family = 0;
   uint32_t queue_count = 0;
   bool timestamps = false;        // compute queue has timestampValidBits
+  uint32_t timestamp_bits = 0;    // the compute queue's timestampValidBits
   // features
   bool int64 = false, int16 = false, int8 = false;
   bool fp16 = false;              // shaderFloat16 arithmetic
@@ -77,6 +78,7 @@ struct htr_plugin_ctx_s {
   std::string cache_dir;     // "" = no disk cache
   uint64_t block_bytes = 64ull << 20;
   uint64_t timeout_ns = 600ull * 1000000000ull;
+  uint32_t matmul_tile[4] = {0, 0, 0, 0};  // HTR_VK_MATMUL_TILE (bm, bn, bk, w); bm 0 = from the device
 };
 
 namespace htr_vk {

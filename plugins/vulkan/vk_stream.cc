@@ -261,15 +261,41 @@ htr_status_t event_create(htr_plugin_device_t* device, htr_plugin_event_t** out_
 
 void event_destroy(htr_plugin_event_t* event) { delete event; }
 
+QueryPool::~QueryPool() {
+  if (pool != VK_NULL_HANDLE) device->fn.vkDestroyQueryPool(device->dev, pool, nullptr);
+}
+
 htr_status_t event_record(htr_plugin_event_t* event, htr_plugin_stream_t* stream) {
   if (event == nullptr) return htr_sdk::null_handle_error(kPluginName, "event");
   HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(event->host(), stream, "stream"));
   if (event->device != stream->device) return wrong_device(stream->host(), "event");
+  HTR_SDK_RETURN_IF_ERROR(check_alive(stream->device));
   return htr_sdk::guard(event->host(), [&]() -> htr_status_t {
     auto value = std::make_shared<std::atomic<uint64_t>>(0);
     auto tl = stream->tl;
     std::lock_guard<std::mutex> lock(event->mu);
-    const uint64_t seq = stream->queue->submit([value, tl]() {
+    htr_plugin_device_t* d = stream->device;
+    if (d->info->timestamps && !event->query) {
+      auto q = std::make_shared<QueryPool>();
+      q->device = d;
+      VkQueryPoolCreateInfo qi{};
+      qi.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = 1;
+      HTR_SDK_RETURN_IF_ERROR(vk_status(d, d->fn.vkCreateQueryPool(d->dev, &qi, nullptr, &q->pool), "vkCreateQueryPool"));
+      event->query = std::move(q);
+    }
+    std::shared_ptr<QueryPool> q = event->query;
+    const uint64_t seq = stream->queue->submit([value, tl, q, stream]() {
+      if (q) {
+        InFlight extra;
+        extra.keep = q;
+        htr_sdk::WorkError e = submit_commands(stream, [&](VkCommandBuffer cb, InFlight*) {
+          stream->device->fn.vkCmdResetQueryPool(cb, q->pool, 0, 1);
+          stream->device->fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, q->pool, 0);
+        }, std::move(extra));
+        if (!e.ok()) return e;
+      }
       value->store(tl->submitted.load());
       return htr_sdk::WorkError{};
     });
@@ -316,9 +342,47 @@ htr_status_t event_query(htr_plugin_event_t* event, int* out_done) {
   return nullptr;
 }
 
-htr_status_t event_elapsed_ns(htr_plugin_event_t* start, htr_plugin_event_t* /*end*/, uint64_t* /*out_ns*/) {
+namespace {
+
+// The timestamp (ticks) of a completed, timed event.
+htr_status_t event_ticks(htr_plugin_event_t* ev, const char* what, uint64_t* out) {
+  const htr_sdk::Host& host = ev->host();
+  std::shared_ptr<QueryPool> q;
+  {
+    std::lock_guard<std::mutex> lock(ev->mu);
+    if (!ev->host_tl || !ev->query)
+      return host.error(HTR_STATUS_FAILED_PRECONDITION, "vulkan: %s event was not recorded", what);
+    const uint64_t v = ev->host_tl->reached(ev->seq) ? ev->value->load() : 0;
+    if (v == 0 || !ev->gpu->reached(v))
+      return host.error(HTR_STATUS_FAILED_PRECONDITION, "vulkan: %s event is not complete", what);
+    q = ev->query;
+  }
+  htr_plugin_device_t* d = ev->device;
+  const VkResult r = d->fn.vkGetQueryPoolResults(d->dev, q->pool, 0, 1, sizeof(uint64_t), out, sizeof(uint64_t),
+                                                 VK_QUERY_RESULT_64_BIT);
+  if (r == VK_NOT_READY) return host.error(HTR_STATUS_FAILED_PRECONDITION, "vulkan: %s timestamp not available", what);
+  return vk_status(d, r, "vkGetQueryPoolResults");
+}
+
+}  // namespace
+
+htr_status_t event_elapsed_ns(htr_plugin_event_t* start, htr_plugin_event_t* end, uint64_t* out_ns) {
   if (start == nullptr) return htr_sdk::null_handle_error(kPluginName, "start");
-  return start->host().error(HTR_STATUS_UNIMPLEMENTED, "vulkan: no event timers yet");
+  const htr_sdk::Host& host = start->host();
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(host, end, "end"));
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_not_null(host, out_ns, "out_ns"));
+  if (end->device != start->device)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: events of different devices");
+  const PhysInfo& info = *start->device->info;
+  if (!info.timestamps) return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: the device has no timestamps");
+  HTR_SDK_RETURN_IF_ERROR(check_alive(start->device));
+  uint64_t t0 = 0, t1 = 0;
+  HTR_SDK_RETURN_IF_ERROR(event_ticks(start, "start", &t0));
+  HTR_SDK_RETURN_IF_ERROR(event_ticks(end, "end", &t1));
+  const uint64_t mask = info.timestamp_bits >= 64 ? ~uint64_t{0} : ((uint64_t{1} << info.timestamp_bits) - 1);
+  const uint64_t ticks = (t1 - t0) & mask;
+  *out_ns = static_cast<uint64_t>(static_cast<double>(ticks) * static_cast<double>(info.props.limits.timestampPeriod));
+  return nullptr;
 }
 
 htr_status_t copy_host_to_device(htr_plugin_stream_t* stream, const void* src,

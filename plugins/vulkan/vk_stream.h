@@ -18,7 +18,13 @@
  * will have signalled); it is complete when both were reached. An event
  * never recorded is complete. stream_wait_event makes the stream's next
  * submission wait on the event's timeline value (cross-stream, on the GPU).
- * Timers: not offered (event_elapsed_ns is UNIMPLEMENTED).
+ * Timers (HTR_CAP_TIMERS where the compute queue has timestampValidBits):
+ * on such devices event_record also submits a command buffer that resets
+ * the event's one-query VkQueryPool and writes a timestamp at
+ * BOTTOM_OF_PIPE (after all earlier work of the queue); event_elapsed_ns
+ * reads both queries (FAILED_PRECONDITION while an event is not recorded
+ * or not complete) and scales the tick difference, masked to the valid
+ * bits, by timestampPeriod.
  *
  * Errors of work on the worker (device lost, out of memory) come back from
  * the next stream_synchronize; a lost device answers DEVICE_LOST everywhere.
@@ -75,9 +81,19 @@ struct htr_plugin_stream_s {
   const htr_sdk::Host& host() const { return device->host(); }
 };
 
+namespace htr_vk {
+// An event's timestamp query pool; submissions that write it keep it alive.
+struct QueryPool {
+  htr_plugin_device_t* device = nullptr;
+  VkQueryPool pool = VK_NULL_HANDLE;
+  ~QueryPool();
+};
+}  // namespace htr_vk
+
 struct htr_plugin_event_s {
   htr_plugin_device_t* device;
   std::mutex mu;
+  std::shared_ptr<htr_vk::QueryPool> query;  // timers: created at the first record
   std::shared_ptr<htr_sdk::Timeline> host_tl;  // NULL until recorded
   uint64_t seq = 0;
   std::shared_ptr<htr_vk::GpuTimeline> gpu;

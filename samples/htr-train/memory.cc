@@ -114,10 +114,9 @@ void ApplyMemoryOptions(const MemoryFlags& m, htr_executable_options_t* opt) {
   opt->precision = m.precision.c_str();
   opt->recompute = m.recompute ? 1 : 0;
   opt->memory_budget = m.memory_budget;
-  // The skip relies on maximum/minimum mapping NaN to the other operand, as the reference kernels
-  // do; generated (fused) kernels follow the kernel IR, whose max/min propagate NaN. So an fp16
-  // run with loss scaling keeps every op on its own kernel.
-  if (m.loss_scaling) opt->disable_fusion = 1;
+  // The skip relies on maximum/minimum mapping a NaN first operand to the second, as the reference
+  // kernels do; fused kernels lower the graph ops to the same select (scheduler/fused_kernel.cc), not
+  // to the IR's NaN-propagating max/min, so fp16 runs with loss scaling keep fusion on.
 }
 
 bool LossScalingEnabled(const MemoryFlags& m, htr_device_t* device) {
@@ -158,6 +157,14 @@ htr_value_t GateUpdate(GraphBuilder& g, htr_value_t next, htr_value_t old, const
   htr_value_t finite = NotNan(g, NotNan(g, next, -big, true), big, false);
   htr_value_t keep = g.Op("add_scalar", {g.Op("neg", {ls.ok})}, {Attr::Float("value", 1.0)});
   return g.Add(g.Mul(finite, ls.ok), g.Mul(old, keep));
+}
+
+RunStream::~RunStream() { htr_stream_destroy(stream_); }
+
+std::string RunStream::Init(htr_device_t* device) {
+  if (stream_ != nullptr) return "";
+  htr_status_t s = htr_stream_create(device, &stream_);
+  return s ? "creating the run stream: " + Take(s) : "";
 }
 
 LossScaler::~LossScaler() {

@@ -65,6 +65,22 @@ void CheckFinite(GraphBuilder& g, htr_value_t norm, LossScaleGraph* ls);
 // ok ? next : old.
 htr_value_t GateUpdate(GraphBuilder& g, htr_value_t next, htr_value_t old, const LossScaleGraph& ls);
 
+// The trainer's run stream: its executables run on it, and tensors made for that work are created
+// on it (htr_tensor_create_on_stream), so the pool reuses their memory in the stream's order
+// (runtime/pool.h). Owns the stream; destroys it (after draining) on destruction.
+class RunStream {
+ public:
+  RunStream() = default;
+  RunStream(const RunStream&) = delete;
+  RunStream& operator=(const RunStream&) = delete;
+  ~RunStream();
+  std::string Init(htr_device_t* device);  // "" or the error
+  htr_stream_t* get() const { return stream_; }
+
+ private:
+  htr_stream_t* stream_ = nullptr;
+};
+
 // Host side: the scale, its input tensors, and the update after each step.
 class LossScaler {
  public:

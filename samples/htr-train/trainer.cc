@@ -19,11 +19,11 @@ std::string Take(htr_status_t s) {
   return m;
 }
 
-std::string MakeTensor(htr_device_t* d, htr_dtype_t dtype, std::vector<int64_t> shape,
+std::string MakeTensor(htr_stream_t* stream, htr_dtype_t dtype, std::vector<int64_t> shape,
                        htr_tensor_t** out) {
   int64_t dummy = 0;
-  htr_status_t s = htr_tensor_create(d, dtype, static_cast<uint32_t>(shape.size()),
-                                     shape.empty() ? &dummy : shape.data(), out);
+  htr_status_t s = htr_tensor_create_on_stream(stream, dtype, static_cast<uint32_t>(shape.size()),
+                                               shape.empty() ? &dummy : shape.data(), out);
   return s ? "creating an input tensor: " + Take(s) : "";
 }
 
@@ -49,8 +49,8 @@ std::string Bind(htr_executable_t* e, const char* name, htr_tensor_t* t) {
   return s ? std::string("binding input ") + name + ": " + Take(s) : "";
 }
 
-std::string Run(htr_executable_t* e, const char* what) {
-  htr_status_t s = htr_executable_run(e, nullptr);
+std::string Run(htr_executable_t* e, htr_stream_t* stream, const char* what) {
+  htr_status_t s = htr_executable_run(e, stream);
   return s ? std::string(what) + ": " + Take(s) : "";
 }
 
@@ -81,10 +81,14 @@ std::string Trainer::PlanSummary() const {
   htr_status_t s = htr_executable_plan_stats(train_.get(), &st);
   if (s) return Take(s);
   char buf[256];
+  // Steps that are neither library, fused, reference nor aliases run generated kernels (device mode).
+  const uint32_t generated =
+      st.num_ops - st.num_library_ops - st.num_fused_ops - st.num_reference_ops - st.num_alias_ops;
   std::snprintf(buf, sizeof(buf),
-                "%u ops per step (%u library, %u fused kernels for %u graph ops, %u reference), "
+                "%u ops per step (%u library, %u fused kernels for %u graph ops, %u generated, %u reference), "
                 "activations %.1f MB planned (%.1f MB without reuse), state %.1f MB",
-                st.num_ops, st.num_library_ops, st.num_fused_ops, st.num_fused_graph_ops, st.num_reference_ops,
+                st.num_ops, st.num_library_ops, st.num_fused_ops, st.num_fused_graph_ops, generated,
+                st.num_reference_ops,
                 static_cast<double>(st.planned_peak_bytes) / 1e6,
                 static_cast<double>(st.naive_bytes) / 1e6, static_cast<double>(st.state_bytes) / 1e6);
   return buf;
@@ -117,16 +121,17 @@ std::string Trainer::Init() {
   c_.memory.loss_scaling = LossScalingEnabled(c_.memory, device_);  // fp16 (memory.h)
   BuildTrainStep(g, c_, m_, specs_, c_.batch, seq_);
   std::string err = Compile(g, &train_);
-  if (err.empty()) err = MakeTensor(device_, HTR_DTYPE_I32, {c_.batch, seq_}, &ids_);
-  if (err.empty()) err = MakeTensor(device_, HTR_DTYPE_I32, {c_.batch, seq_}, &targets_);
-  if (err.empty()) err = MakeTensor(device_, HTR_DTYPE_F32, {}, &lr_);
-  if (err.empty()) err = MakeTensor(device_, HTR_DTYPE_F32, {}, &step_);
+  if (err.empty()) err = stream_.Init(device_);
+  if (err.empty()) err = MakeTensor(stream_.get(), HTR_DTYPE_I32, {c_.batch, seq_}, &ids_);
+  if (err.empty()) err = MakeTensor(stream_.get(), HTR_DTYPE_I32, {c_.batch, seq_}, &targets_);
+  if (err.empty()) err = MakeTensor(stream_.get(), HTR_DTYPE_F32, {}, &lr_);
+  if (err.empty()) err = MakeTensor(stream_.get(), HTR_DTYPE_F32, {}, &step_);
   if (err.empty()) err = Bind(train_.get(), "ids", ids_);
   if (err.empty()) err = Bind(train_.get(), "targets", targets_);
   if (err.empty()) err = Bind(train_.get(), "lr", lr_);
   if (err.empty()) err = Bind(train_.get(), "step", step_);
   if (err.empty() && c_.grad_accum > 1) {
-    err = MakeTensor(device_, HTR_DTYPE_F32, {}, &apply_);
+    err = MakeTensor(stream_.get(), HTR_DTYPE_F32, {}, &apply_);
     if (err.empty()) err = Bind(train_.get(), "apply", apply_);
   }
   if (err.empty()) err = scaler_.Init(c_.memory, c_.memory.loss_scaling, device_, train_.get());
@@ -204,7 +209,7 @@ std::string Trainer::Step(int64_t step, double lr, BatchSampler* sampler, StepRe
       err = Upload(apply_, &a, sizeof(a));
     }
     if (err.empty()) err = scaler_.Upload();
-    if (err.empty()) err = Run(train_.get(), "training step");
+    if (err.empty()) err = Run(train_.get(), stream_.get(), "training step");
     double loss = 0;
     if (err.empty()) err = ReadScalar(train_.get(), "loss", &loss);
     loss_sum += loss;
@@ -251,7 +256,7 @@ std::string Trainer::Evaluate(const std::vector<uint8_t>& data, int64_t batches,
     const uint64_t bytes = batch.inputs.size() * sizeof(int32_t);
     err = Upload(ids_, batch.inputs.data(), bytes);
     if (err.empty()) err = Upload(targets_, batch.targets.data(), bytes);
-    if (err.empty()) err = Run(eval_.get(), "evaluation");
+    if (err.empty()) err = Run(eval_.get(), stream_.get(), "evaluation");
     double loss = 0;
     if (err.empty()) err = ReadScalar(eval_.get(), "loss", &loss);
     if (!err.empty()) return err;
@@ -269,7 +274,7 @@ std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double te
     GraphBuilder g;
     BuildSampler(g, m_, specs_, T);
     err = Compile(g, &sampler_);
-    if (err.empty()) err = MakeTensor(device_, HTR_DTYPE_I32, {1, T}, &sample_ids_);
+    if (err.empty()) err = MakeTensor(stream_.get(), HTR_DTYPE_I32, {1, T}, &sample_ids_);
     if (err.empty()) err = Bind(sampler_.get(), "ids", sample_ids_);
     if (!err.empty()) return "sampling: " + err;
   }
@@ -289,7 +294,7 @@ std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double te
     std::fill(window.begin(), window.end(), 0);
     std::copy(ctx.end() - static_cast<std::ptrdiff_t>(len), ctx.end(), window.begin());
     err = Upload(sample_ids_, window.data(), window.size() * sizeof(int32_t));
-    if (err.empty()) err = Run(sampler_.get(), "sampling");
+    if (err.empty()) err = Run(sampler_.get(), stream_.get(), "sampling");
     htr_tensor_t* t = nullptr;
     if (err.empty()) {
       htr_status_t s = htr_executable_output(sampler_.get(), "logits", &t);

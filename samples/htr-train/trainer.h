@@ -95,6 +95,7 @@ class Trainer {
   htr_tensor_t* apply_ = nullptr;
   htr_tensor_t* sample_ids_ = nullptr;
   LossScaler scaler_;  // fp16 dynamic loss scaling (memory.h)
+  RunStream stream_;   // executables run on it; input tensors live on it (memory.h)
 };
 
 }  // namespace htr_train

@@ -98,6 +98,31 @@ std::vector<Case> Cases() {
         {T(dt, M * K), T(dt, K * N), T(dt, M * N), I(M), I(N), I(K), I(K), I(1), I(N), I(1), I(N), I(1)},
         dt == HTR_DTYPE_F32 ? 1e-10 : 1e-5);
   }
+  // Tensor-core tiles (block lowering): aligned, ragged (K tail inside a
+  // 16-byte chunk, A rows not 16-byte aligned), B transposed (strided rows:
+  // the element-wise staging path), f16.
+  struct Mm {
+    const char* name;
+    htr_dtype_t dt;
+    uint32_t bm, bn, bk;
+    int64_t M, N, K;
+    bool bt;
+  };
+  for (const Mm& m : {Mm{"matmul_bf16_block", HTR_DTYPE_BF16, 128, 256, 64, 300, 520, 256, false},
+                      Mm{"matmul_bf16_block_ragged", HTR_DTYPE_BF16, 128, 128, 32, 130, 70, 203, false},
+                      Mm{"matmul_bf16_block_bt", HTR_DTYPE_BF16, 64, 64, 32, 96, 80, 72, true},
+                      Mm{"matmul_f16_block", HTR_DTYPE_F16, 64, 128, 32, 100, 200, 96, false}}) {
+    k::MatmulConfig mc;
+    mc.bm = m.bm;
+    mc.bn = m.bn;
+    mc.bk = m.bk;
+    mc.dtype = m.dt;
+    auto s = k::BuildMatmul(mc, &ir);
+    add(m.name, s, ir, {Ceil(m.N, m.bn), Ceil(m.M, m.bm), 1},
+        {T(m.dt, m.M * m.K), T(m.dt, m.K * m.N), T(m.dt, m.M * m.N), I(m.M), I(m.N), I(m.K), I(m.K), I(1),
+         I(m.bt ? 1 : m.N), I(m.bt ? m.K : 1), I(m.N), I(1)},
+        1e-5);
+  }
   const int64_t n = 1000;
   for (auto op : {k::BinaryOp::kAdd, k::BinaryOp::kDiv, k::BinaryOp::kMax}) {
     auto s = k::BuildBinary(op, HTR_DTYPE_F32, 256, &ir);
@@ -178,21 +203,48 @@ TEST_CASE("every universal kernel renders to CUDA C that NVRTC compiles for sm_9
     ir::Analysis an;
     REQUIRE(ir::read(c.ir.data(), c.ir.size(), &kern).ok());
     REQUIRE(ir::verify(kern, &an).ok());
-    ir::Rendered r;
-    REQUIRE(ir::render(kern, an, {}, ir::cuda_dialect(), &r).ok());
-    void* prog = nullptr;
-    REQUIRE(nv.create(&prog, r.source.c_str(), "k.cu", 0, nullptr, nullptr) == 0);
-    const char* opts[] = {"--gpu-architecture=sm_90", "--std=c++17", "--device-as-default-execution-space"};
-    const int rc = nv.compile(prog, 3, opts);
-    std::string log;
-    size_t n = 0;
-    if (nv.log_size(prog, &n) == 0 && n > 1) {
-      log.resize(n);
-      nv.log(prog, &log[0]);
+    // Both lowerings: one thread per program, and render_cuda (block-level
+    // where the program is dot-shaped; an H200's shared-memory opt-in).
+    // The tuning variant with the copies between mma steps (mid_copies) on
+    // the first block-lowered case too.
+    const int variants = c.name == "matmul_bf16_block" ? 3 : 2;
+    for (int block = 0; block < variants; ++block) {
+      ir::Rendered r;
+      ir::CudaLaunch launch;
+      if (block) {
+        ir::CudaTarget target;
+        target.smem_bytes = 227 * 1024;
+        target.mid_copies = block == 2;
+        REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
+        // bf16/f16 matmuls take tensor cores; everything else one thread.
+        const bool mma = c.name.rfind("matmul_", 0) == 0 && c.name != "matmul_f32";
+        INFO(c.name << ": " << launch.lowering);
+        CHECK(launch.block_program == mma);
+        CHECK(launch.lowering.rfind(mma ? "block-mma" : "thread (", 0) == 0);
+      } else {
+        REQUIRE(ir::render(kern, an, {}, ir::cuda_dialect(), &r).ok());
+      }
+      if (const char* dump = std::getenv("HTR_CUDA_TEST_DUMP"); dump != nullptr && *dump != '\0') {
+        const std::string path = std::string(dump) + "/" + c.name + (block == 2 ? ".mid.cu" : block ? ".block.cu" : ".cu");
+        if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+          std::fputs(r.source.c_str(), f);
+          std::fclose(f);
+        }
+      }
+      void* prog = nullptr;
+      REQUIRE(nv.create(&prog, r.source.c_str(), "k.cu", 0, nullptr, nullptr) == 0);
+      const char* opts[] = {"--gpu-architecture=sm_90", "--std=c++17", "--device-as-default-execution-space"};
+      const int rc = nv.compile(prog, 3, opts);
+      std::string log;
+      size_t n = 0;
+      if (nv.log_size(prog, &n) == 0 && n > 1) {
+        log.resize(n);
+        nv.log(prog, &log[0]);
+      }
+      nv.destroy(&prog);
+      INFO(c.name << (block ? " (render_cuda)" : "") << "\n" << log << "\n" << (rc != 0 ? r.source : std::string()));
+      CHECK(rc == 0);
     }
-    nv.destroy(&prog);
-    INFO(c.name << "\n" << log << "\n" << (rc != 0 ? r.source : std::string()));
-    CHECK(rc == 0);
   }
 }
 

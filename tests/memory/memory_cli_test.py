@@ -115,6 +115,12 @@ def test_overflow(tmp):
             fail("step %s: scale %s -> %s is not a halving" % (step, before, after))
     if abs(float(skipped[0][1]) - 1e30) > 1e24:
         fail("first scale %s" % skipped[0][1])
+    # Fusion stays on under loss scaling (the gate's maximum/minimum are fused like the reference);
+    # HTR_FUSION=0 in the environment would make this check meaningless.
+    fused = re.search(r"(\d+) fused kernels for (\d+) graph ops", p.stdout)
+    print("fused", fused.group(0) if fused else None)
+    if os.environ.get("HTR_FUSION") != "0" and (not fused or int(fused.group(1)) == 0):
+        fail("no fused kernels in the fp16 loss-scaling run:\n" + p.stdout[-2000:])
     p0 = run(SMALL + ["--steps", "0", "--precision", "fp16"], os.path.join(tmp, "untrained"))
     if val_loss(p.stdout) != val_loss(p0.stdout):
         fail("skipped steps changed the parameters: val %g vs untrained %g" % (val_loss(p.stdout), val_loss(p0.stdout)))

@@ -52,7 +52,8 @@ htr_plugin_api_t FakeApi() {
 using htr::rt::Pool;
 
 Pool::Block Alloc(Pool& p, uint64_t bytes, const void* stream = nullptr) {
-  auto b = p.Allocate(bytes, stream);
+  // Any distinct address serves as a stream key here (no events: nothing is recorded on it).
+  auto b = p.Allocate(bytes, static_cast<const htr_plugin_stream_t*>(stream));
   REQUIRE(b.ok());
   return *b;
 }

@@ -4,19 +4,29 @@
 //     twice through htr_executable_create, fusion on (generated kernels) and off
 //     (disable_fusion: one reference kernel per op), at GPT-tiny and GPT-small shapes. Lines:
 //     ms per run for impl "fused" and "unfused", ratio fused/unfused (< 1: fusion is faster),
-//     and the largest relative output difference in `extra`.
+//     speedup unfused/fused (issue 4 asks >= 2 for bias+GELU+residual and softmax), and the
+//     largest relative output difference in `extra`. Both timed in interleaved rounds.
 //  2. specialized vs generic: one IR compiled with its shape scalars baked in
 //     (htr_kernel_compile specializations) and without, for the DSL matmul and the elementwise
 //     add; ms per launch and ratio spec/generic.
+//  3. varlen: batches whose row length T varies (--seqs, swept 3 times; each batch a row softmax
+//     and a row LayerNorm over [32*T, T]): "specialized" compiles one kernel per op and distinct
+//     T (shape scalars baked in, block = next power of two of T) the first time T is seen,
+//     "generic" one kernel per op for the largest T with runtime shapes. Lines: ms per batch
+//     including compiles (with the number of compiles and cache hits), ms per batch once
+//     compiled (interleaved rounds), ratios specialized/generic.
 // Each executable's run includes publishing its (small) outputs, the same for both sides.
 //
-//   htr-bench fusion [--preset tiny|small|all] [--reps N] [--warmup N] [--device cpu:0]
-//                    [--backward 0|1]
+//   htr-bench fusion [--preset tiny|small|all] [--reps N] [--warmup N] [--rounds N]
+//                    [--device cpu:0] [--backward 0|1] [--sections patterns,spec,varlen]
+//                    [--patterns NAME,...] [--seqs 17,64,...]
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,7 +54,15 @@ struct FOptions {
   int warmup = 2;
   std::string device = "cpu:0";
   bool backward = true;
+  int rounds = 5;
+  std::string sections = "patterns,spec,varlen";
+  std::string patterns;  // empty: all
+  std::vector<int64_t> seqs = {17, 64, 100, 128, 255, 512, 33, 200, 384, 77};
 };
+
+bool Has(const std::string& list, const std::string& name) {
+  return ("," + list + ",").find("," + name + ",") != std::string::npos;
+}
 
 struct Shapes {
   const char* name;
@@ -89,7 +107,10 @@ bool State(htr_graph_t* g, const char* name, std::vector<int64_t> shape, htr_val
 // Outputs a scalar summary of `y` (sum of squares, so every element counts) and, with backward,
 // the gradients of that scalar with respect to `wrt` as further small outputs (sums of squares:
 // plain sums of e.g. LayerNorm input gradients cancel to ~0, which no relative error survives).
+// Forward only, `y` itself is the output (no summary op diluting the comparison; publishing it is
+// one copy, the same for both sides).
 bool Finish(htr_graph_t* g, htr_value_t y, std::vector<htr_value_t> wrt, bool backward) {
+  if (!backward) return y != HTR_VALUE_INVALID && htr_graph_output(g, "y", y) == nullptr;
   htr_value_t loss = Op(g, "sum", {Op(g, "mul", {y, y})});
   if (loss == HTR_VALUE_INVALID || htr_graph_output(g, "y", loss)) return false;
   if (!backward) return true;
@@ -108,6 +129,19 @@ std::vector<Pattern> Patterns() {
                  htr_value_t x, b;
                  if (!Input(g, "x", HTR_DTYPE_F32, {s.B * s.T, 4 * s.C}, &x) || !State(g, "b", {4 * s.C}, &b)) return false;
                  return Finish(g, Op(g, "gelu", {Op(g, "add", {x, b})}), {x, b}, bw);
+               }});
+  // The MLP tail: GELU of the biased matmul output plus the residual stream (same shapes here).
+  v.push_back({"bias_gelu_residual", "", [](htr_graph_t* g, const Shapes& s, bool bw) {
+                 htr_value_t x, b, r;
+                 if (!Input(g, "x", HTR_DTYPE_F32, {s.B * s.T, 4 * s.C}, &x) || !State(g, "b", {4 * s.C}, &b) ||
+                     !State(g, "r", {s.B * s.T, 4 * s.C}, &r))
+                   return false;
+                 return Finish(g, Op(g, "add", {Op(g, "gelu", {Op(g, "add", {x, b})}), r}), {x, b, r}, bw);
+               }});
+  v.push_back({"softmax", "", [](htr_graph_t* g, const Shapes& s, bool bw) {
+                 htr_value_t x;
+                 if (!Input(g, "x", HTR_DTYPE_F32, {s.B, s.H, s.T, s.T}, &x)) return false;
+                 return Finish(g, Op(g, "softmax", {x}), {x}, bw);
                }});
   v.push_back({"residual_layernorm", "", [](htr_graph_t* g, const Shapes& s, bool bw) {
                  htr_value_t x, r, w, b;
@@ -190,11 +224,11 @@ std::string Outputs(htr_graph_t* g, htr_executable_t* e, std::vector<float>* out
     if (htr_status_t s = htr_graph_port_info(g, HTR_GRAPH_PORT_OUTPUT, i, &pi)) return FStatus(s);
     htr_tensor_t* t = nullptr;
     if (htr_status_t s = htr_executable_output(e, pi.name, &t)) return FStatus(s);
-    float v = 0;
-    htr_status_t s = htr_tensor_copy_to_host(t, &v, 4, nullptr);
+    std::vector<float> v(static_cast<size_t>(std::max<int64_t>(htr_tensor_numel(t), 1)));
+    htr_status_t s = htr_tensor_copy_to_host(t, v.data(), static_cast<size_t>(htr_tensor_numel(t)) * 4, nullptr);
     htr_tensor_release(t);
     if (s) return FStatus(s);
-    out->push_back(v);
+    out->insert(out->end(), v.begin(), v.end());
   }
   return "";
 }
@@ -236,6 +270,7 @@ int RunPatterns(const FOptions& o, htr_device_t* dev) {
   if (o.preset == "small" || o.preset == "all") shapes.push_back(kSmall);
   for (const Shapes& s : shapes) {
     for (const Pattern& p : Patterns()) {
+      if (!o.patterns.empty() && !Has(o.patterns, p.name)) continue;
       htr_graph_t* g = nullptr;
       if (htr_graph_create(&g) || !p.build(g, s, o.backward)) {
         std::fprintf(stderr, "htr-bench fusion: building %s failed\n", p.name.c_str());
@@ -254,9 +289,15 @@ int RunPatterns(const FOptions& o, htr_device_t* dev) {
         if (htr_status_t e = htr_executable_plan_stats(fused.e, &st)) err = FStatus(e);
       }
       Timing tf, tp;
-      if (err.empty()) tf = TimeIt([&] { return htr_executable_run(fused.e, nullptr) ? std::string("run failed") : ""; }, o.warmup, o.reps, 1.0);
-      if (err.empty()) tp = TimeIt([&] { return htr_executable_run(plain.e, nullptr) ? std::string("run failed") : ""; }, o.warmup, o.reps, 1.0);
-      if (err.empty()) err = tf.error.empty() ? tp.error : tf.error;
+      if (err.empty()) {
+        std::vector<Contestant> cs(2);
+        cs[0].run = [&] { return htr_executable_run(fused.e, nullptr) ? std::string("run failed") : ""; };
+        cs[1].run = [&] { return htr_executable_run(plain.e, nullptr) ? std::string("run failed") : ""; };
+        const std::vector<Timing> tm = TimeInterleaved(cs, o.warmup, o.rounds, o.reps, 1.0);
+        tf = tm[0];
+        tp = tm[1];
+        err = tf.error.empty() ? tp.error : tf.error;
+      }
       std::vector<float> of, op;
       if (err.empty()) err = Outputs(g, fused.e, &of);
       if (err.empty()) err = Outputs(g, plain.e, &op);
@@ -266,9 +307,13 @@ int RunPatterns(const FOptions& o, htr_device_t* dev) {
         ++failures;
         continue;
       }
-      double worst = 0;
-      for (size_t i = 0; i < of.size(); ++i)
-        worst = std::max(worst, std::fabs(static_cast<double>(of[i]) - op[i]) / std::max(1e-30, std::fabs(static_cast<double>(op[i]))));
+      // Largest difference relative to the largest magnitude (outputs may hold zeros).
+      double worst = 0, scale = 1e-30;
+      for (size_t i = 0; i < of.size() && i < op.size(); ++i) {
+        worst = std::max(worst, std::fabs(static_cast<double>(of[i]) - op[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(op[i])));
+      }
+      worst /= scale;
       Line lf = Base("fused", o.device, shape, tf);
       lf.extra["fused_steps"] = st.num_fused_ops;
       lf.extra["graph_ops_fused"] = st.num_fused_graph_ops;
@@ -276,6 +321,18 @@ int RunPatterns(const FOptions& o, htr_device_t* dev) {
       Emit(lf);
       Emit(Base("unfused", o.device, shape, tp));
       EmitRatio("fused", "unfused", o.device, shape, tf, tp, {{"max_rel_diff", worst}});
+      Line sp;
+      sp.bench = "fusion";
+      sp.impl = "fused";
+      sp.peer = "unfused";
+      sp.device = o.device;
+      sp.shape = shape;
+      sp.metric = "speedup";
+      sp.unit = "x";
+      sp.value = tp.median_s / tf.median_s;
+      sp.reps = std::min(tf.reps, tp.reps);
+      sp.extra["rounds"] = o.rounds;
+      Emit(sp);
     }
   }
   return failures;
@@ -312,8 +369,12 @@ int RunSpec(const FOptions& o, htr_device_t* dev, const std::string& shape, cons
     htr_status_t s = htr_kernel_launch(nullptr, k, grid, args.data(), static_cast<uint32_t>(args.size()));
     return s ? FStatus(s) : std::string();
   };
-  Timing tg = TimeIt([&] { return launch(kg); }, o.warmup, o.reps, 1.0);
-  Timing ts = TimeIt([&] { return launch(ks); }, o.warmup, o.reps, 1.0);
+  std::vector<Contestant> cs(2);
+  cs[0].run = [&] { return launch(kg); };
+  cs[1].run = [&] { return launch(ks); };
+  const std::vector<Timing> tm = TimeInterleaved(cs, o.warmup, o.rounds, o.reps, 1.0);
+  const Timing& tg = tm[0];
+  const Timing& ts = tm[1];
   htr_kernel_destroy(kg);
   htr_kernel_destroy(ks);
   if (!tg.error.empty() || !ts.error.empty()) {
@@ -377,6 +438,212 @@ int RunSpecialization(const FOptions& o, htr_device_t* dev) {
   return failures;
 }
 
+bool ParseList(const std::string& val, std::vector<int64_t>* out) {
+  out->clear();
+  size_t p = 0;
+  while (p <= val.size()) {
+    size_t e = val.find(',', p);
+    if (e == std::string::npos) e = val.size();
+    const long long n = std::atoll(val.substr(p, e - p).c_str());
+    if (n <= 0 || n > 4096) return false;
+    out->push_back(n);
+    p = e + 1;
+  }
+  return !out->empty();
+}
+
+uint32_t Pow2(int64_t n) {
+  uint32_t b = 1;
+  while (static_cast<int64_t>(b) < n) b <<= 1;
+  return b;
+}
+
+// Row softmax and LayerNorm over batches [kVarlenRows * T, T] with T from o.seqs, repeated
+// kVarlenPasses times. "specialized": the universal kernels built with block = pow2(T) and
+// compiled per distinct T with rows/cols/strides (and eps) baked in, on first sight;
+// "generic": built once for the largest T (softmax block = pow2(max T); LayerNorm loops over
+// 128-wide column tiles) and launched with runtime shapes.
+int RunVarlen(const FOptions& o, htr_device_t* dev) {
+  constexpr int64_t kVarlenRows = 32;
+  constexpr int kVarlenPasses = 3;
+  int64_t tmax = 0;
+  for (int64_t t : o.seqs) tmax = std::max(tmax, t);
+  std::vector<htr_tensor_t*> owned;
+  auto tensor = [&](int64_t n) -> htr_tensor_t* {
+    htr_tensor_t* t = nullptr;
+    if (htr_tensor_create(dev, HTR_DTYPE_F32, 1, &n, &t)) return nullptr;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7919) % 1000) * 4e-3f - 2.0f;
+    htr_tensor_copy_from_host(t, v.data(), v.size() * 4, nullptr);
+    owned.push_back(t);
+    return t;
+  };
+  htr_tensor_t *x = tensor(kVarlenRows * tmax * tmax), *y = tensor(kVarlenRows * tmax * tmax);
+  htr_tensor_t *w = tensor(tmax), *bias = tensor(tmax), *mean = tensor(kVarlenRows * tmax), *rstd = tensor(kVarlenRows * tmax);
+  auto release = [&] {
+    for (auto* t : owned) htr_tensor_release(t);
+  };
+  if (!x || !y || !w || !bias || !mean || !rstd) {
+    std::fprintf(stderr, "htr-bench fusion: varlen: tensor allocation failed\n");
+    release();
+    return 1;
+  }
+  // Launch arguments per op for row length T. Softmax: x, out, rows, cols, stride_x, stride_out.
+  // LayerNorm: x, weight, bias, out, mean, rstd, cols, stride_x, stride_out, eps.
+  auto sm_args = [&](int64_t T) {
+    return std::vector<htr_kernel_launch_arg_t>{KT(x), KT(y), KI(kVarlenRows * T), KI(T), KI(T), KI(T)};
+  };
+  auto ln_args = [&](int64_t T) {
+    htr_kernel_launch_arg_t eps{};
+    eps.kind = HTR_KERNEL_ARG_FLOAT;
+    eps.f = 1e-5;
+    return std::vector<htr_kernel_launch_arg_t>{KT(x), KT(w), KT(bias), KT(y), KT(mean), KT(rstd), KI(T), KI(T), KI(T), eps};
+  };
+  auto compile = [&](const std::vector<uint8_t>& ir, const std::vector<htr_kernel_launch_arg_t>& args,
+                     const std::vector<uint32_t>& spec_idx, htr_kernel_t** k, int* hit) -> std::string {
+    std::vector<htr_kernel_scalar_t> spec;
+    for (uint32_t i : spec_idx) {
+      htr_kernel_scalar_t sc{};
+      sc.arg_index = i;
+      sc.i = args[i].i;
+      sc.f = args[i].f;
+      spec.push_back(sc);
+    }
+    htr_kernel_compile_options_t co{};
+    co.struct_size = sizeof(co);
+    co.specializations = spec.data();
+    co.num_specializations = static_cast<uint32_t>(spec.size());
+    if (htr_status_t st = htr_kernel_compile(dev, ir.data(), ir.size(), &co, k)) return FStatus(st);
+    htr_kernel_compile_info_t info{};
+    info.struct_size = sizeof(info);
+    if (htr_kernel_compile_info(*k, &info) == nullptr && info.cache_hit) ++*hit;
+    return "";
+  };
+  struct Variant {
+    std::map<int64_t, std::pair<htr_kernel_t*, htr_kernel_t*>> kernels;  // T -> (softmax, layernorm)
+    int compiles = 0, cache_hits = 0;
+    double compile_s = 0;
+  };
+  Variant spec, gen;
+  const bool generic_ok = tmax <= 4096;
+  std::string err = generic_ok ? "" : "T too large";
+  // One batch of row length T with variant `v`; compiles on first sight of a key.
+  auto batch = [&](Variant& v, bool specialized, int64_t T) -> std::string {
+    const int64_t key = specialized ? T : 0;
+    auto it = v.kernels.find(key);
+    if (it == v.kernels.end()) {
+      using clock = std::chrono::steady_clock;
+      const auto t0 = clock::now();
+      std::vector<uint8_t> sir, lir;
+      const uint32_t sblock = Pow2(specialized ? T : tmax);
+      const uint32_t lblock = specialized ? std::min<uint32_t>(Pow2(T), 128) : 128;
+      if (!htr::kernels::BuildSoftmax(HTR_DTYPE_F32, sblock, &sir).ok() ||
+          !htr::kernels::BuildLayerNorm(HTR_DTYPE_F32, lblock, &lir).ok())
+        return "building the kernels failed";
+      std::pair<htr_kernel_t*, htr_kernel_t*> ks{nullptr, nullptr};
+      std::string e = compile(sir, sm_args(T), specialized ? std::vector<uint32_t>{2, 3, 4, 5} : std::vector<uint32_t>{},
+                              &ks.first, &v.cache_hits);
+      if (e.empty())
+        e = compile(lir, ln_args(T), specialized ? std::vector<uint32_t>{6, 7, 8, 9} : std::vector<uint32_t>{}, &ks.second,
+                    &v.cache_hits);
+      if (!e.empty()) {
+        htr_kernel_destroy(ks.first);
+        return e;
+      }
+      v.compiles += 2;
+      v.compile_s += std::chrono::duration<double>(clock::now() - t0).count();
+      it = v.kernels.emplace(key, ks).first;
+    }
+    const uint32_t grid[3] = {static_cast<uint32_t>(kVarlenRows * T), 1, 1};
+    const auto sa = sm_args(T), la = ln_args(T);
+    if (htr_status_t st = htr_kernel_launch(nullptr, it->second.first, grid, sa.data(), static_cast<uint32_t>(sa.size())))
+      return FStatus(st);
+    if (htr_status_t st = htr_kernel_launch(nullptr, it->second.second, grid, la.data(), static_cast<uint32_t>(la.size())))
+      return FStatus(st);
+    return "";
+  };
+  std::vector<int64_t> seq;
+  for (int p = 0; p < kVarlenPasses; ++p) seq.insert(seq.end(), o.seqs.begin(), o.seqs.end());
+  std::string shape = "softmax+layernorm:rows=" + std::to_string(kVarlenRows) + "*T:T=";
+  for (size_t i = 0; i < o.seqs.size(); ++i) shape += (i ? "," : "") + std::to_string(o.seqs[i]);
+  // First sweep: compiles happen as shapes appear (cold when HTR_CACHE_DIR is fresh).
+  double first_s[2] = {0, 0};
+  for (int which = 0; which < 2 && err.empty(); ++which) {
+    Variant& v = which == 0 ? spec : gen;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t T : seq) {
+      err = batch(v, which == 0, T);
+      if (!err.empty()) break;
+    }
+    first_s[which] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  // Then the same sweep with everything compiled, interleaved.
+  Timing steady[2];
+  if (err.empty()) {
+    std::vector<Contestant> cs(2);
+    for (int which = 0; which < 2; ++which) {
+      cs[static_cast<size_t>(which)].run = [&, which]() -> std::string {
+        for (int64_t T : seq) {
+          std::string e = batch(which == 0 ? spec : gen, which == 0, T);
+          if (!e.empty()) return e;
+        }
+        return "";
+      };
+    }
+    const std::vector<Timing> tm = TimeInterleaved(cs, 1, o.rounds, 0, 1.0);
+    steady[0] = tm[0];
+    steady[1] = tm[1];
+    err = tm[0].error.empty() ? tm[1].error : tm[0].error;
+  }
+  for (Variant* v : {&spec, &gen})
+    for (auto& kv : v->kernels) {
+      htr_kernel_destroy(kv.second.first);
+      htr_kernel_destroy(kv.second.second);
+    }
+  release();
+  if (!err.empty()) {
+    std::fprintf(stderr, "htr-bench fusion: varlen: %s\n", err.c_str());
+    return 1;
+  }
+  const double nb = static_cast<double>(seq.size());
+  const char* names[2] = {"specialized", "generic"};
+  for (int which = 0; which < 2; ++which) {
+    const Variant& v = which == 0 ? spec : gen;
+    Line l;
+    l.bench = "fusion";
+    l.impl = names[which];
+    l.device = o.device;
+    l.shape = shape;
+    l.metric = "ms_per_batch_with_compiles";
+    l.unit = "ms";
+    l.value = first_s[which] * 1e3 / nb;
+    l.reps = 1;
+    l.extra = {{"batches", seq.size()}, {"compiles", v.compiles}, {"cache_hits", v.cache_hits},
+               {"compile_ms_total", v.compile_s * 1e3}};
+    Emit(l);
+    Line m = Base(names[which], o.device, shape, steady[which]);
+    m.metric = "ms_per_batch";
+    m.value = steady[which].median_s * 1e3 / nb;
+    m.extra["min_ms"] = steady[which].min_s * 1e3 / nb;
+    m.extra["rounds"] = o.rounds;
+    Emit(m);
+  }
+  Line r;
+  r.bench = "fusion";
+  r.impl = "specialized";
+  r.peer = "generic";
+  r.device = o.device;
+  r.shape = shape;
+  r.metric = "ratio_with_compiles";
+  r.unit = "x";
+  r.value = first_s[0] / first_s[1];
+  r.reps = 1;
+  Emit(r);
+  Timing a = steady[0], b = steady[1];
+  EmitRatio("specialized", "generic", o.device, shape, a, b, {{"note", "steady state, compiled"}});
+  return 0;
+}
+
 int RunFusion(const Args& args) {
   FOptions o;
   const auto& v = args.items;
@@ -391,10 +658,16 @@ int RunFusion(const Args& args) {
     else if (v[i] == "--warmup") o.warmup = std::atoi(val.c_str());
     else if (v[i] == "--device") o.device = val;
     else if (v[i] == "--backward") o.backward = val != "0";
+    else if (v[i] == "--rounds" && std::atoi(val.c_str()) > 0) o.rounds = std::atoi(val.c_str());
+    else if (v[i] == "--sections") o.sections = val;
+    else if (v[i] == "--patterns") o.patterns = val;
+    else if (v[i] == "--seqs" && ParseList(val, &o.seqs)) continue;
     else {
       std::fprintf(stderr,
-                   "usage: htr-bench fusion [--preset tiny|small|all] [--reps N] [--warmup N] [--device cpu:0] "
-                   "[--backward 0|1]\n");
+                   "usage: htr-bench fusion [--preset tiny|small|all] [--reps N] [--warmup N] [--rounds N] "
+                   "[--device cpu:0] [--backward 0|1]\n"
+                   "                        [--sections patterns,spec,varlen] [--patterns NAME,...] "
+                   "[--seqs 17,64,...]\n");
       return 2;
     }
   }
@@ -409,8 +682,10 @@ int RunFusion(const Args& args) {
     htr_runtime_destroy(rt);
     return 1;
   }
-  int failures = RunPatterns(o, dev);
-  failures += RunSpecialization(o, dev);
+  int failures = 0;
+  if (Has(o.sections, "patterns")) failures += RunPatterns(o, dev);
+  if (Has(o.sections, "spec")) failures += RunSpecialization(o, dev);
+  if (Has(o.sections, "varlen")) failures += RunVarlen(o, dev);
   htr_runtime_destroy(rt);
   return failures == 0 ? 0 : 1;
 }

@@ -7,9 +7,12 @@
 //   dsl/generic  everything passed at launch
 // Lines: gflops per impl, ratio of each DSL variant to OpenBLAS, max rel diff
 // to OpenBLAS in `extra`, and compile_ms lines (impl dsl/cold, dsl/cache-hit).
+// The three contestants are timed in interleaved rounds (timing.h,
+// TimeInterleaved) with an idle settle before each block, so outside load on
+// the shared machine lands on all of them alike.
 //
-//   htr-bench kernels [--sizes 1024,2048] [--reps N] [--warmup N]
-//                     [--device cpu:0] [--threads N] [--tile 64,64,32]
+//   htr-bench kernels [--sizes 1024,2048] [--reps N] [--warmup N] [--rounds N]
+//                     [--settle-ms MS] [--device cpu:0] [--threads N] [--tile 64,64,32]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -41,6 +44,8 @@ struct KOptions {
   std::vector<int64_t> sizes = {1024, 2048};
   int reps = 0;
   int warmup = 2;
+  int rounds = 3;
+  double settle_ms = 150;
   std::string device = "cpu:0";
   int threads = 0;
   uint32_t tile[3] = {128, 128, 32};  // htr::kernels::MatmulConfigForCpu()
@@ -67,6 +72,12 @@ bool KParse(const Args& args, KOptions* o) {
       o->reps = std::atoi(val.c_str());
     } else if (k == "--warmup") {
       o->warmup = std::atoi(val.c_str());
+    } else if (k == "--rounds") {
+      o->rounds = std::atoi(val.c_str());
+      if (o->rounds < 1) return false;
+    } else if (k == "--settle-ms") {
+      o->settle_ms = std::atof(val.c_str());
+      if (o->settle_ms < 0) return false;
     } else if (k == "--device") {
       o->device = val;
     } else if (k == "--threads") {
@@ -118,7 +129,7 @@ int RunKernels(const Args& args) {
   KOptions o;
   if (!KParse(args, &o)) {
     std::fprintf(stderr,
-                 "usage: htr-bench kernels [--sizes 1024,2048] [--reps N] [--warmup N]\n"
+                 "usage: htr-bench kernels [--sizes 1024,2048] [--reps N] [--warmup N] [--rounds N] [--settle-ms MS]\n"
                  "                         [--device cpu:0] [--threads N] [--tile BM,BN,BK]\n");
     return 2;
   }
@@ -220,15 +231,6 @@ int RunKernels(const Args& args) {
       Emit(l);
       return l.value;
     };
-    const Timing tb = TimeIt([&] { return OpenBlasSgemm(a.data(), b.data(), c_blas.data(), n, n, n); },
-                             o.warmup, o.reps);
-    if (!tb.error.empty()) {
-      std::fprintf(stderr, "openblas %s: %s\n", shape.c_str(), tb.error.c_str());
-      rc = 1;
-      continue;
-    }
-    const double peer = emit("openblas", "host", tb, nlohmann::json::object());
-
     htr_tensor_t* t[3] = {nullptr, nullptr, nullptr};
     const int64_t dims[2] = {n, n};
     std::string err;
@@ -249,62 +251,76 @@ int RunKernels(const Args& args) {
     }
     const uint32_t grid[3] = {static_cast<uint32_t>((n + cfg.bn - 1) / cfg.bn),
                               static_cast<uint32_t>((n + cfg.bm - 1) / cfg.bm), 1};
-    for (const bool specialized : {true, false}) {
-      if (!err.empty()) break;
-      const std::string impl = specialized ? "dsl/spec" : "dsl/generic";
-      htr_kernel_t* k = nullptr;
-      htr_kernel_compile_info_t info{};
-      if (std::string e = Compile(dev, ir, specialized ? spec : decltype(spec){}, &k, &info); !e.empty()) {
-        std::fprintf(stderr, "%s %s: compile: %s\n", impl.c_str(), shape.c_str(), e.c_str());
-        rc = 1;
-        continue;
-      }
-      const Timing th = TimeIt(
-          [&]() -> std::string {
-            if (htr_status_t s = htr_kernel_launch(nullptr, k, grid, kargs.data(),
-                                                   static_cast<uint32_t>(kargs.size())))
-              return KStatus(s);
-            return {};
-          },
-          o.warmup, o.reps);
-      htr_kernel_destroy(k);
-      if (!th.error.empty()) {
-        std::fprintf(stderr, "%s %s: %s\n", impl.c_str(), shape.c_str(), th.error.c_str());
-        rc = 1;
-        continue;
-      }
-      double diff = -1;
-      if (htr_status_t s = htr_tensor_copy_to_host(t[2], c_htr.data(), count * 4, nullptr)) {
-        std::fprintf(stderr, "%s: copy_to_host: %s\n", impl.c_str(), KStatus(s).c_str());
-      } else {
-        double num = 0, den = 0;
-        for (size_t i = 0; i < count; ++i) {
-          num = std::max(num, std::fabs(static_cast<double>(c_htr[i]) - c_blas[i]));
-          den = std::max(den, std::fabs(static_cast<double>(c_blas[i])));
-        }
-        diff = den > 0 ? num / den : num;
-        if (diff > 1e-3) {
-          std::fprintf(stderr, "%s %s: differs from OpenBLAS (max rel diff %.2e)\n", impl.c_str(),
-                       shape.c_str(), diff);
-          rc = 1;
-        }
-      }
-      const double gf = emit(impl, o.device, th,
-                             {{"max_rel_diff_vs_openblas", diff}, {"backend", info.backend},
-                              {"cache_hit", info.cache_hit}});
-      Line r;
-      r.bench = "kernels";
-      r.impl = impl;
-      r.device = o.device;
-      r.shape = shape;
-      r.metric = "ratio";
-      r.unit = "x";
-      r.value = gf / peer;
-      r.reps = th.reps;
-      r.peer = "openblas";
-      r.extra = common;
-      Emit(r);
+    // Contestants: OpenBLAS, then the DSL kernel specialized and generic.
+    const char* const impls[3] = {"openblas", "dsl/spec", "dsl/generic"};
+    htr_kernel_t* k[3] = {nullptr, nullptr, nullptr};
+    htr_kernel_compile_info_t info[3] = {};
+    for (int v = 1; v < 3 && err.empty(); ++v) {
+      if (std::string e = Compile(dev, ir, v == 1 ? spec : decltype(spec){}, &k[v], &info[v]); !e.empty())
+        err = std::string(impls[v]) + ": compile: " + e;
     }
+    if (err.empty()) {
+      std::vector<Contestant> cs(3);
+      cs[0].run = [&] { return OpenBlasSgemm(a.data(), b.data(), c_blas.data(), n, n, n); };
+      for (int v = 1; v < 3; ++v) {
+        cs[static_cast<size_t>(v)].run = [&, v]() -> std::string {
+          if (htr_status_t s = htr_kernel_launch(nullptr, k[v], grid, kargs.data(),
+                                                 static_cast<uint32_t>(kargs.size())))
+            return KStatus(s);
+          return {};
+        };
+      }
+      const std::vector<Timing> tm = TimeInterleaved(cs, o.warmup, o.rounds, o.reps, 1.0, o.settle_ms * 1e-3);
+      double peer = 0;
+      for (int v = 0; v < 3; ++v) {
+        const Timing& th = tm[static_cast<size_t>(v)];
+        if (!th.error.empty()) {
+          std::fprintf(stderr, "%s %s: %s\n", impls[v], shape.c_str(), th.error.c_str());
+          rc = 1;
+          if (v == 0) break;
+          continue;
+        }
+        if (v == 0) {
+          peer = emit("openblas", "host", th, nlohmann::json::object());
+          continue;
+        }
+        // The result of the DSL kernel's last launch against OpenBLAS's.
+        if (htr_status_t s = htr_kernel_launch(nullptr, k[v], grid, kargs.data(), static_cast<uint32_t>(kargs.size())))
+          std::fprintf(stderr, "%s: %s\n", impls[v], KStatus(s).c_str());
+        double diff = -1;
+        if (htr_status_t s = htr_tensor_copy_to_host(t[2], c_htr.data(), count * 4, nullptr)) {
+          std::fprintf(stderr, "%s: copy_to_host: %s\n", impls[v], KStatus(s).c_str());
+        } else {
+          double num = 0, den = 0;
+          for (size_t i = 0; i < count; ++i) {
+            num = std::max(num, std::fabs(static_cast<double>(c_htr[i]) - c_blas[i]));
+            den = std::max(den, std::fabs(static_cast<double>(c_blas[i])));
+          }
+          diff = den > 0 ? num / den : num;
+          if (diff > 1e-3) {
+            std::fprintf(stderr, "%s %s: differs from OpenBLAS (max rel diff %.2e)\n", impls[v], shape.c_str(), diff);
+            rc = 1;
+          }
+        }
+        const double gf = emit(impls[v], o.device, th,
+                               {{"max_rel_diff_vs_openblas", diff}, {"backend", info[v].backend},
+                                {"cache_hit", info[v].cache_hit}});
+        Line r;
+        r.bench = "kernels";
+        r.impl = impls[v];
+        r.device = o.device;
+        r.shape = shape;
+        r.metric = "ratio";
+        r.unit = "x";
+        r.value = gf / peer;
+        r.reps = th.reps;
+        r.peer = "openblas";
+        r.extra = common;
+        r.extra["rounds"] = o.rounds;
+        Emit(r);
+      }
+    }
+    for (htr_kernel_t* kk : k) htr_kernel_destroy(kk);
     if (!err.empty()) {
       std::fprintf(stderr, "htr %s: %s\n", shape.c_str(), err.c_str());
       rc = 1;

@@ -17,6 +17,16 @@
 // The plugin table is reached by dlopen of the path the runtime loaded
 // (same library instance), initialized with a host built on htr_status_new,
 // so the plugin part needs no runtime internals.
+//   driver   (cuda devices only) the floor under both: libcuda.so.1 called
+//            directly on an empty PTX kernel with the same 7 parameters —
+//            cuLaunchKernel alone, cuCtxSetCurrent + cuLaunchKernel (what an
+//            entry that rebinds the context pays), the device time per
+//            back-to-back launch (events around a batch: when it exceeds the
+//            host time the GPU, not the host, is the bound), and a
+//            --nodes-node graph of the empty kernel replayed (per node until
+//            idle). htr's own host overhead is runtime/plugin minus the
+//            driver's launch; "graph" against "driver_graph" shows what the
+//            plugin's kernel adds to a replayed node.
 //
 //   htr-bench overhead [--device cuda:0] [--ops 20000] [--batch 200] [--nodes 100]
 //                      [--replays 200]
@@ -145,6 +155,22 @@ int PluginPart(const Options& o, const std::string& path, uint32_t index, const 
     if (!ok) break;
     const int launched = (o.ops + o.batch - 1) / o.batch * o.batch;
     Out(o, "plugin", "host_us_per_launch", host_s / launched * 1e6, launched);
+    // Device time per back-to-back launch of this kernel (plugin timers): what bounds a replayed
+    // graph of it, next to the driver's empty kernel below.
+    if (api->event_elapsed_ns != nullptr) {
+      htr_plugin_event_t *e0 = nullptr, *e1 = nullptr;
+      if (check(api->event_create(dev, &e0), "event_create") && check(api->event_create(dev, &e1), "event_create") &&
+          check(api->event_record(e0, st), "event_record")) {
+        for (int i = 0; i < o.batch && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch");
+        uint64_t ns = 0;
+        if (ok && check(api->event_record(e1, st), "event_record") && check(api->stream_synchronize(st), "sync") &&
+            check(api->event_elapsed_ns(e0, e1, &ns), "event_elapsed_ns"))
+          Out(o, "plugin", "device_us_per_launch", static_cast<double>(ns) / 1e3 / o.batch, o.batch);
+      }
+      if (e0) api->event_destroy(e0);
+      if (e1) api->event_destroy(e1);
+      if (!ok || rc != 0) break;
+    }
     auto t0 = Clock::now();
     // Eager: nodes launches, until idle.
     t0 = Clock::now();
@@ -191,6 +217,163 @@ int PluginPart(const Options& o, const std::string& path, uint32_t index, const 
   if (st) api->stream_destroy(st);
   if (dev) api->device_close(dev);
   api->shutdown(ctx);
+  return rc;
+}
+
+// ---- driver floor (cuda only): the driver API called directly ----
+using CUres = int;
+struct Cu {
+  CUres (*cuInit)(unsigned);
+  CUres (*cuDeviceGet)(int*, int);
+  CUres (*cuDevicePrimaryCtxRetain)(void**, int);
+  CUres (*cuDevicePrimaryCtxRelease_v2)(int);
+  CUres (*cuCtxSetCurrent)(void*);
+  CUres (*cuCtxGetCurrent)(void**);
+  CUres (*cuModuleLoadData)(void**, const void*);
+  CUres (*cuModuleUnload)(void*);
+  CUres (*cuModuleGetFunction)(void**, void*, const char*);
+  CUres (*cuStreamCreate)(void**, unsigned);
+  CUres (*cuStreamDestroy_v2)(void*);
+  CUres (*cuStreamSynchronize)(void*);
+  CUres (*cuLaunchKernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                          void**, void**);
+  CUres (*cuEventCreate)(void**, unsigned);
+  CUres (*cuEventDestroy_v2)(void*);
+  CUres (*cuEventRecord)(void*, void*);
+  CUres (*cuEventSynchronize)(void*);
+  CUres (*cuEventElapsedTime)(float*, void*, void*);
+  CUres (*cuStreamBeginCapture_v2)(void*, int);
+  CUres (*cuStreamEndCapture)(void*, void**);
+  CUres (*cuGraphInstantiateWithFlags)(void**, void*, unsigned long long);  // NOLINT(runtime/int)
+  CUres (*cuGraphLaunch)(void*, void*);
+  CUres (*cuGraphExecDestroy)(void*);
+  CUres (*cuGraphDestroy)(void*);
+};
+
+const char kEmptyPtx[] =
+    ".version 7.0\n.target sm_70\n.address_size 64\n"
+    ".visible .entry empty(.param .u32 g0, .param .u32 g1, .param .u32 g2, .param .u64 a, .param .u64 b,\n"
+    "  .param .u64 c, .param .u32 n)\n{\n  ret;\n}\n";
+
+int DriverPart(const Options& o, int ordinal) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return Fail("driver part: dlopen libcuda.so.1 failed");
+  Cu cu{};
+  bool ok = true;
+  auto sym = [&](auto* fn, const char* name) {
+    *reinterpret_cast<void**>(fn) = dlsym(lib, name);
+    if (*reinterpret_cast<void**>(fn) == nullptr) ok = false;
+  };
+  sym(&cu.cuInit, "cuInit");
+  sym(&cu.cuDeviceGet, "cuDeviceGet");
+  sym(&cu.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  sym(&cu.cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease_v2");
+  sym(&cu.cuCtxSetCurrent, "cuCtxSetCurrent");
+  sym(&cu.cuCtxGetCurrent, "cuCtxGetCurrent");
+  sym(&cu.cuModuleLoadData, "cuModuleLoadData");
+  sym(&cu.cuModuleUnload, "cuModuleUnload");
+  sym(&cu.cuModuleGetFunction, "cuModuleGetFunction");
+  sym(&cu.cuStreamCreate, "cuStreamCreate");
+  sym(&cu.cuStreamDestroy_v2, "cuStreamDestroy_v2");
+  sym(&cu.cuStreamSynchronize, "cuStreamSynchronize");
+  sym(&cu.cuLaunchKernel, "cuLaunchKernel");
+  sym(&cu.cuEventCreate, "cuEventCreate");
+  sym(&cu.cuEventDestroy_v2, "cuEventDestroy_v2");
+  sym(&cu.cuEventRecord, "cuEventRecord");
+  sym(&cu.cuEventSynchronize, "cuEventSynchronize");
+  sym(&cu.cuEventElapsedTime, "cuEventElapsedTime");
+  sym(&cu.cuStreamBeginCapture_v2, "cuStreamBeginCapture_v2");
+  sym(&cu.cuStreamEndCapture, "cuStreamEndCapture");
+  sym(&cu.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+  sym(&cu.cuGraphLaunch, "cuGraphLaunch");
+  sym(&cu.cuGraphExecDestroy, "cuGraphExecDestroy");
+  sym(&cu.cuGraphDestroy, "cuGraphDestroy");
+  if (!ok) return Fail("driver part: a driver symbol is missing");
+  int dev = 0;
+  void *ctx = nullptr, *mod = nullptr, *fn = nullptr, *st = nullptr, *e0 = nullptr, *e1 = nullptr;
+  int rc = 0;
+  auto chk = [&](CUres r, const char* what) {
+    if (r == 0) return true;
+    rc = Fail(std::string("driver part: ") + what + " -> CUresult " + std::to_string(r));
+    return false;
+  };
+  do {
+    if (!chk(cu.cuInit(0), "cuInit") || !chk(cu.cuDeviceGet(&dev, ordinal), "cuDeviceGet") ||
+        !chk(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain") ||
+        !chk(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent") || !chk(cu.cuModuleLoadData(&mod, kEmptyPtx), "cuModuleLoadData") ||
+        !chk(cu.cuModuleGetFunction(&fn, mod, "empty"), "cuModuleGetFunction") ||
+        !chk(cu.cuStreamCreate(&st, 1), "cuStreamCreate") || !chk(cu.cuEventCreate(&e0, 0), "cuEventCreate") ||
+        !chk(cu.cuEventCreate(&e1, 0), "cuEventCreate"))
+      break;
+    uint32_t g[3] = {1, 1, 1}, n = 1;
+    unsigned long long p[3] = {0, 0, 0};  // NOLINT(runtime/int)
+    void* params[7] = {&g[0], &g[1], &g[2], &p[0], &p[1], &p[2], &n};
+    auto launch = [&] { return cu.cuLaunchKernel(fn, 1, 1, 1, 64, 1, 1, 0, st, params, nullptr); };
+    for (int i = 0; i < 100 && ok; ++i) ok = chk(launch(), "cuLaunchKernel");
+    if (!ok || !chk(cu.cuStreamSynchronize(st), "cuStreamSynchronize")) break;
+    // Host time: cuLaunchKernel alone; with cuCtxSetCurrent before each; cuCtxGetCurrent alone.
+    for (int variant = 0; variant < 3 && ok; ++variant) {
+      double host_s = 0;
+      for (int done = 0; done < o.ops && ok; done += o.batch) {
+        const auto t0 = Clock::now();
+        for (int i = 0; i < o.batch && ok; ++i) {
+          if (variant == 1) ok = chk(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+          if (variant == 2) {
+            void* cur = nullptr;
+            ok = chk(cu.cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
+          } else {
+            ok = ok && chk(launch(), "cuLaunchKernel");
+          }
+        }
+        host_s += Since(t0);
+        ok = ok && chk(cu.cuStreamSynchronize(st), "cuStreamSynchronize");
+      }
+      const int launched = (o.ops + o.batch - 1) / o.batch * o.batch;
+      const char* impl[3] = {"driver", "driver+ctx_set", "driver_ctx_get"};
+      const char* metric[3] = {"host_us_per_launch", "host_us_per_launch", "host_us_per_call"};
+      if (ok) Out(o, impl[variant], metric[variant], host_s / launched * 1e6, launched);
+    }
+    if (!ok) break;
+    // Device time per back-to-back launch: events around a batch already queued behind a
+    // host-side head start (the first event waits for nothing).
+    if (!chk(cu.cuEventRecord(e0, st), "cuEventRecord")) break;
+    for (int i = 0; i < o.batch && ok; ++i) ok = chk(launch(), "cuLaunchKernel");
+    if (!ok || !chk(cu.cuEventRecord(e1, st), "cuEventRecord") || !chk(cu.cuEventSynchronize(e1), "cuEventSynchronize"))
+      break;
+    float ms = 0;
+    if (!chk(cu.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime")) break;
+    Out(o, "driver", "device_us_per_launch", ms * 1e3 / o.batch, o.batch);
+    // A graph of --nodes empty launches, replayed.
+    void *graph = nullptr, *exec = nullptr;
+    if (!chk(cu.cuStreamBeginCapture_v2(st, 2), "cuStreamBeginCapture")) break;
+    for (int i = 0; i < o.nodes && ok; ++i) ok = chk(launch(), "cuLaunchKernel (capture)");
+    if (!chk(cu.cuStreamEndCapture(st, &graph), "cuStreamEndCapture") || !ok) break;
+    if (!chk(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate")) break;
+    for (int i = 0; i < 5 && ok; ++i) ok = chk(cu.cuGraphLaunch(exec, st), "cuGraphLaunch");
+    ok = ok && chk(cu.cuStreamSynchronize(st), "cuStreamSynchronize");
+    auto t0 = Clock::now();
+    for (int r = 0; r < o.replays && ok; ++r) ok = chk(cu.cuGraphLaunch(exec, st), "cuGraphLaunch");
+    ok = ok && chk(cu.cuStreamSynchronize(st), "cuStreamSynchronize");
+    const double graph_s = Since(t0);
+    cu.cuGraphExecDestroy(exec);
+    cu.cuGraphDestroy(graph);
+    if (!ok) break;
+    Line l;
+    l.bench = "overhead";
+    l.impl = "driver_graph";
+    l.device = o.device;
+    l.shape = "empty kernel x " + std::to_string(o.nodes) + " nodes";
+    l.metric = "replay_us_per_node";
+    l.value = graph_s / (double(o.replays) * o.nodes) * 1e6;
+    l.unit = "us";
+    l.reps = o.replays;
+    Emit(l);
+  } while (false);
+  if (e0) cu.cuEventDestroy_v2(e0);
+  if (e1) cu.cuEventDestroy_v2(e1);
+  if (st) cu.cuStreamDestroy_v2(st);
+  if (mod) cu.cuModuleUnload(mod);
+  if (ctx) cu.cuDevicePrimaryCtxRelease_v2(dev);
   return rc;
 }
 
@@ -287,6 +470,7 @@ int RunOverhead(const Args& args) {
     const size_t colon = o.device.find(':');
     const uint32_t index = static_cast<uint32_t>(std::atoi(o.device.c_str() + colon + 1));
     rc = PluginPart(o, plugin_path, index, ir);
+    if (rc == 0 && o.device.compare(0, 5, "cuda:") == 0) rc = DriverPart(o, static_cast<int>(index));
   }
   htr_runtime_destroy(rt);
   return rc;

@@ -6,8 +6,16 @@
 // communicator per device of this process (comm_create_local) driven from
 // one thread inside comm_group_begin/end: all-reduce, all-gather,
 // reduce-scatter, broadcast and a send/recv ring, checked exactly (small
-// integers in f32). Plugins without collectives SKIP with the reason.
+// integers in f32), and a collective whose peer never takes part, which must
+// end as a status (the plugin bounds the wait) rather than a hang.
+// Plugins without collectives SKIP with the reason.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <functional>
 #include <memory>
 #include <string>
@@ -128,7 +136,7 @@ void RunCollectives(Context& ctx) {
   }
   const char* names[] = {"single_rank_all_reduce", "single_rank_all_reduce_in_place", "single_rank_all_gather",
                          "single_rank_reduce_scatter", "single_rank_broadcast", "bad_arguments",
-                         "multi_rank_local"};
+                         "multi_rank_local", "multi_rank_missing_peer"};
   if (!skip.empty()) {
     for (const char* n : names) ctx.Record(n, Outcome::Skip(skip));
     return;
@@ -277,6 +285,100 @@ void RunCollectives(Context& ctx) {
     streams.clear();
     owned.clear();
     return Outcome::Pass(std::to_string(nd) + " ranks: all_reduce all_gather reduce_scatter broadcast send/recv");
+  });
+  // Rank 0 all-reduces, rank 1 never does: the ABI says collective errors are statuses, never
+  // hangs, so stream_synchronize must return within the plugin's bound (cuda:
+  // HTR_CUDA_NCCL_TIMEOUT_MS) and the failure must show as a status there or on the next call.
+  // The kit waits HTR_CONFORM_COLLECTIVE_WAIT_S (default 900) before calling it a hang; the
+  // handles of a hung case are leaked on purpose (the plugin may still use them).
+  ctx.Run("multi_rank_missing_peer", [&]() -> Outcome {
+    if (ctx.device_count() < 2) return Outcome::Skip("plugin has only one device (multi-rank runs on >= 2)");
+    const char* w = std::getenv("HTR_CONFORM_COLLECTIVE_WAIT_S");
+    const int wait_s = w != nullptr && std::atoi(w) > 0 ? std::atoi(w) : 900;
+    htr_plugin_device_t* raw[2] = {nullptr, nullptr};
+    auto d0 = std::make_unique<DeviceHandle>(api), d1 = std::make_unique<DeviceHandle>(api);
+    CONFORM_OK(d0->Open(ctx.plugin_ctx(), 0));
+    CONFORM_OK(d1->Open(ctx.plugin_ctx(), 1));
+    raw[0] = d0->get();
+    raw[1] = d1->get();
+    htr_plugin_comm_t* comms[2] = {nullptr, nullptr};
+    CONFORM_OK(api->comm_create_local(raw, 2, comms));
+    htr_plugin_stream_t* sts[2] = {nullptr, nullptr};
+    htr_plugin_buffer_t* bufs[2] = {nullptr, nullptr};
+    std::string err;
+    for (int r = 0; r < 2 && err.empty(); ++r) {
+      if (htr_status_t s = api->stream_create(raw[r], &sts[r])) err = "stream_create -> " + TakeDescription(s);
+      if (err.empty())
+        if (htr_status_t s = api->buffer_alloc(raw[r], 1 << 20, 0, &bufs[r])) err = "buffer_alloc -> " + TakeDescription(s);
+    }
+    // One complete all-reduce first (both ranks, one group), so that connections between the ranks
+    // exist and the lone call below only enqueues work.
+    if (err.empty()) {
+      if (htr_status_t s = api->comm_group_begin(ctx.plugin_ctx())) err = "comm_group_begin -> " + TakeDescription(s);
+      for (int r = 0; r < 2 && err.empty(); ++r) {
+        htr_collective_args_t a = Args(HTR_COLLECTIVE_ALL_REDUCE, 1 << 18, bufs[r], bufs[r]);
+        if (htr_status_t s = api->collective(sts[r], comms[r], &a)) err = "collective -> " + TakeDescription(s);
+      }
+      if (htr_status_t s = api->comm_group_end(ctx.plugin_ctx()))
+        if (err.empty()) err = "comm_group_end -> " + TakeDescription(s);
+      for (int r = 0; r < 2 && err.empty(); ++r)
+        if (htr_status_t s = api->stream_synchronize(sts[r])) err = "stream_synchronize -> " + TakeDescription(s);
+    }
+    auto cleanup = [&] {
+      for (int r = 0; r < 2; ++r) {
+        if (bufs[r]) api->buffer_free(raw[r], bufs[r]);
+        if (sts[r]) api->stream_destroy(sts[r]);
+      }
+      api->comm_destroy(comms[0]);
+      api->comm_destroy(comms[1]);
+    };
+    if (!err.empty()) {
+      cleanup();
+      return Outcome::Fail("warm-up with both ranks: " + err);
+    }
+    htr_plugin_stream_t* st = sts[0];
+    htr_collective_args_t a = Args(HTR_COLLECTIVE_ALL_REDUCE, 1 << 18, bufs[0], bufs[0]);
+    struct Waiter {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      std::string sync;  // the collective's or stream_synchronize's outcome
+    };
+    auto waiter = std::make_shared<Waiter>();
+    const auto t0 = std::chrono::steady_clock::now();
+    htr_plugin_comm_t* c0 = comms[0];
+    std::thread([waiter, api, st, c0, a] {
+      htr_status_t s = api->collective(st, c0, &a);
+      if (s == nullptr) s = api->stream_synchronize(st);
+      std::lock_guard<std::mutex> lock(waiter->mu);
+      waiter->sync = s == nullptr ? "" : TakeDescription(s);
+      waiter->done = true;
+      waiter->cv.notify_all();
+    }).detach();
+    std::string sync;
+    {
+      std::unique_lock<std::mutex> lock(waiter->mu);
+      if (!waiter->cv.wait_for(lock, std::chrono::seconds(wait_s), [&] { return waiter->done; })) {
+        (void)d0.release();  // leaked: the plugin is still waiting in them
+        (void)d1.release();
+        return Outcome::Fail("stream_synchronize still blocked after " + std::to_string(wait_s) +
+                             " s with a missing peer: the plugin does not bound collectives");
+      }
+      sync = waiter->sync;
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string after;
+    if (sync.empty()) {
+      htr_status_t s = api->collective(st, comms[0], &a);
+      after = s == nullptr ? "" : TakeDescription(s);
+      htr_status_free(api->stream_synchronize(st));
+    }
+    cleanup();
+    char t[32];
+    std::snprintf(t, sizeof t, "%.1f s", secs);
+    if (!sync.empty()) return Outcome::Pass(std::string("stream_synchronize after ") + t + ": " + sync);
+    if (!after.empty()) return Outcome::Pass(std::string("synchronize returned after ") + t + "; next call: " + after);
+    return Outcome::Fail("the collective without its peer completed with no error status (after " + std::string(t) + ")");
   });
 }
 

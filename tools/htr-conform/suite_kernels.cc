@@ -30,6 +30,7 @@ struct Buf {
   std::vector<int32_t> i;
   bool output = false;
   bool exact = false;
+  double rel = 0;  // > 0: also |got - expect| <= rel * |expect| per element (plus FLT_MIN-scale slack)
   std::vector<double> expect;
 };
 
@@ -116,6 +117,31 @@ std::vector<KCase> Cases() {
     c.bufs = {In(x), In(y), Out(e)};
     c.args = {B(0), B(1), B(2), I(n)};
     v.push_back(std::move(c));
+  }
+  // exp and tanh over their whole useful range, element by element (NMSE alone would only see the
+  // largest values): exp on [-87, 88] (results from ~1e-38 to ~1e38), tanh on +-[1e-30, 20] (the
+  // tiny arguments catch 1 - 2/(e^2x + 1) cancellation). Bounds: 2e-5 relative for exp (GLSL
+  // allows 3 + 2|x| ulp, ~180 ulp at |x| = 88), 1e-5 for tanh (~80 ulp; cancellation gives ~1).
+  {
+    std::vector<float> xe, xt;
+    for (int k = 0; k < 1024; ++k) xe.push_back(-87.0f + 175.0f * static_cast<float>(k) / 1023.0f);
+    for (int k = 0; k < 1024; ++k) {
+      const float m = std::pow(10.0f, -30.0f + 31.3f * static_cast<float>(k / 2) / 511.0f);  // 1e-30 .. 20
+      xt.push_back(k % 2 ? -m : m);
+    }
+    for (int op : {1, 5}) {
+      const std::vector<float>& in = op == 1 ? xe : xt;
+      std::vector<double> e(in.size());
+      for (size_t k = 0; k < in.size(); ++k) e[k] = op == 1 ? std::exp(static_cast<double>(in[k])) : std::tanh(static_cast<double>(in[k]));
+      KCase c;
+      c.name = op == 1 ? "unary_exp_range" : "unary_tanh_range";
+      c.build = [op](std::vector<uint8_t>* ir) { return K::BuildUnary(static_cast<K::UnaryOp>(op), HTR_DTYPE_F32, 256, ir); };
+      c.grid[0] = Ceil(static_cast<int64_t>(in.size()), 256);
+      c.bufs = {In(in), Out(e)};
+      c.bufs[1].rel = op == 1 ? 2e-5 : 1e-5;
+      c.args = {B(0), B(1), I(static_cast<int64_t>(in.size()))};
+      v.push_back(std::move(c));
+    }
   }
   // Elementwise unary (log/sqrt/rsqrt on positive inputs).
   const char* un[] = {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "relu", "gelu", "sigmoid"};
@@ -473,6 +499,10 @@ Outcome RunCase(Context& ctx, const KCase& c) {
       if (b.exact)
         CONFORM_REQUIRE(got[k] == static_cast<float>(b.expect[k]),
                         "output " + std::to_string(bi) + " differs at " + std::to_string(k));
+      if (b.rel > 0)
+        CONFORM_REQUIRE(std::fabs(got[k] - b.expect[k]) <= b.rel * std::fabs(b.expect[k]) + 1e-44,
+                        "output " + std::to_string(bi) + " at " + std::to_string(k) + ": " + std::to_string(got[k]) +
+                            " vs " + std::to_string(b.expect[k]) + " (relative bound " + std::to_string(b.rel) + ")");
       err += (got[k] - b.expect[k]) * (got[k] - b.expect[k]);
       ref += b.expect[k] * b.expect[k];
     }

@@ -3,6 +3,7 @@
 // through stream_wait_event, destroy-waits-for-work, concurrent use from
 // several host threads, and timers when the device advertises them.
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -104,6 +105,52 @@ void RunStreams(Context& ctx) {
                                          ", want " + std::to_string(v) +
                                          " (s2 did not wait for the event)");
       CONFORM_DO(fx.Sync());
+    }
+    return Outcome::Pass("3 rounds, 32 MiB");
+  });
+
+  // What the runtime's pool relies on to reuse a block freed on s1 for s2 (runtime/pool.h,
+  // Streams): an event recorded on s1 after the block's last use, seen complete by event_query from
+  // another thread (never synchronized), means no write of s1 lands afterwards.
+  ctx.Run("fence_then_reuse", [&] {
+    Fixture fx(ctx);
+    CONFORM_SETUP(fx);
+    StreamHandle s2(api);
+    CONFORM_OK(s2.Create(fx.dev.get()));
+    const uint64_t n = 32u << 20;
+    BufferHandle a(api);
+    CONFORM_OK(a.Alloc(fx.dev.get(), n));
+    EventHandle e(api);
+    CONFORM_OK(e.Create(fx.dev.get()));
+    std::vector<uint8_t> src = Pattern(n, 9);
+    std::vector<uint8_t> out(n, 0);
+    for (int round = 0; round < 3; ++round) {
+      CONFORM_OK(api->copy_host_to_device(fx.stream.get(), src.data(), a.get(), 0, n));
+      CONFORM_OK(api->fill(fx.stream.get(), a.get(), 0, n, 0x11));  // the block's last use on s1
+      CONFORM_OK(api->event_record(e.get(), fx.stream.get()));
+      std::string err;
+      std::thread poller([&] {
+        for (int i = 0; i < 60000; ++i) {
+          int done = 0;
+          htr_status_t st = api->event_query(e.get(), &done);
+          if (st != nullptr) {
+            err = "event_query failed: " + TakeDescription(st);
+            return;
+          }
+          if (done) return;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        err = "the event did not complete within 60 s";
+      });
+      poller.join();
+      CONFORM_REQUIRE(err.empty(), err);
+      CONFORM_OK(api->fill(s2.get(), a.get(), 0, n, 0x22));  // reused by s2, no wait
+      CONFORM_OK(api->copy_device_to_host(s2.get(), a.get(), 0, out.data(), n));
+      CONFORM_OK(api->stream_synchronize(s2.get()));
+      for (uint64_t i = 0; i < n; i += 4093)
+        CONFORM_REQUIRE(out[i] == 0x22, "round " + std::to_string(round) + ": byte " + std::to_string(i) +
+                                            " is " + std::to_string(out[i]) +
+                                            " (a write of s1 landed after its event completed)");
     }
     return Outcome::Pass("3 rounds, 32 MiB");
   });

@@ -1,0 +1,70 @@
+// Reductions over arbitrary axes (train_kernels.h): one lane per output element, the reduced
+// elements walked in order by a scalar loop, so every sum has a fixed order (deterministic) and
+// any axes work once merged to four kept and four reduced dims. sum_squares is the one-program
+// reduction behind global_norm: per-lane partial sums over the contiguous input, one tile sum.
+#include <cmath>
+
+#include "ops/kernels/train_kernels.h"
+
+namespace htr::kernels {
+
+using namespace htr::lang;  // NOLINT
+
+namespace {
+
+Value Offset4(Value i, Value d1, Value d2, Value d3, const Value* s) {
+  Value c3 = i % d3, t = i / d3;
+  Value c2 = t % d2;
+  t = t / d2;
+  Value c1 = t % d1, c0 = t / d1;
+  return c0 * s[0] + c1 * s[1] + c2 * s[2] + c3 * s[3];
+}
+
+}  // namespace
+
+Status BuildReduceStrided(ReduceKind kind, htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
+  const bool is_max = kind == ReduceKind::kMax;
+  Builder b(is_max ? "reduce_max_strided" : "reduce_sum_strided");
+  Value X = b.arg_ptr("x", dt, true), O = b.arg_ptr("out", dt);
+  Value m = b.arg_scalar("m", HTR_DTYPE_I32), r = b.arg_scalar("r", HTR_DTYPE_I32);
+  Value od[3], os[4], rd[3], rs[4];
+  for (int k = 0; k < 3; ++k) od[k] = b.arg_scalar("od" + std::to_string(k + 1), HTR_DTYPE_I32);
+  for (int k = 0; k < 4; ++k) os[k] = b.arg_scalar("os" + std::to_string(k), HTR_DTYPE_I32);
+  for (int k = 0; k < 3; ++k) rd[k] = b.arg_scalar("rd" + std::to_string(k + 1), HTR_DTYPE_I32);
+  for (int k = 0; k < 4; ++k) rs[k] = b.arg_scalar("rs" + std::to_string(k), HTR_DTYPE_I32);
+  Value scale = b.arg_scalar("scale", HTR_DTYPE_F32);
+  Value o = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
+  Value mo = o < m;
+  Value base = Offset4(o, od[0], od[1], od[2], os);
+  const double init = is_max ? -INFINITY : 0.0;
+  Value acc = b.full({block}, init, HTR_DTYPE_F32);
+  auto res = b.for_range(b.i32(0), r, b.i32(1), {acc}, [&](Value j, const std::vector<Value>& carried) {
+    Value off = base + Offset4(j, rd[0], rd[1], rd[2], rs);
+    Value x = b.cast(b.load(X + off, mo, b.constant(init, dt)), HTR_DTYPE_F32);
+    return std::vector<Value>{is_max ? maximum(carried[0], x) : carried[0] + x};
+  });
+  if (!b.ok()) return b.status();
+  b.store(O + o, b.cast(res[0] * scale, dt), mo);
+  return b.serialize(ir);
+}
+
+Status BuildSumSquares(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
+  Builder b("sum_squares");
+  Value X = b.arg_ptr("x", dt, true), Acc = b.arg_ptr("acc", HTR_DTYPE_F32);
+  Value n = b.arg_scalar("n", HTR_DTYPE_I32), accumulate = b.arg_scalar("accumulate", HTR_DTYPE_I32);
+  Value c = b.arange(0, static_cast<int32_t>(block));
+  Value zero = b.zeros({block}, HTR_DTYPE_F32);
+  auto res = b.for_range(b.i32(0), n, b.i32(static_cast<int32_t>(block)), {zero},
+                         [&](Value k0, const std::vector<Value>& carried) {
+    Value k = k0 + c;
+    Value x = b.cast(b.load(X + k, k < n), HTR_DTYPE_F32);
+    return std::vector<Value>{carried[0] + x * x};
+  });
+  if (!b.ok()) return b.status();
+  Value s = b.sum(res[0], 0);
+  Value prev = b.load(Acc);
+  b.store(Acc, b.where(b.cmp(HTR_KIR_CMP_NE, accumulate, 0.0), prev + s, s));
+  return b.serialize(ir);
+}
+
+}  // namespace htr::kernels

@@ -1,0 +1,49 @@
+// attention_fusion.h — the attention rewrite of the fusion pass: the causal attention composite
+// (what scaled_dot_product_attention expands to, ops/defs_nn.cc) and its autodiff backward become
+// fused groups running the flash-attention kernels of ops/kernels (attention.cc,
+// attention_backward.cc); no T x T value is stored.
+//
+// Forward pattern (one batch shape [..., T, D] for q, k, v; f32; D <= kMaxAttentionHeadDim):
+//   S = matmul(q, k, trans_b) -> mul_scalar(scale) -> causal_mask(-inf) -> P = softmax -> Y = matmul(P, v)
+// Backward pattern (as ops' gradients build it, from Y's gradient dY):
+//   dP = matmul(dY, v, trans_b), dV = matmul(P, dY, trans_a), softmax_grad(P, dP) ->
+//   causal_mask(0) -> dS = mul_scalar(scale) -> dQ = matmul(dS, k), dK = matmul(dS, q, trans_a)
+// Every intermediate (S..P, dP..dS) must be read only inside the pattern (never an output or an
+// assigned value); P may be read by the backward pattern only, and then the whole backward must
+// match (else nothing fuses). The softmax output P is re-typed to the row logsumexp L, f32
+// [..., T] (its only readers are the fused steps), so the forward step writes Y and L and the
+// backward step reads q, k, v, Y, L, dY and writes dQ, dK, dV (one scratch buffer: delta).
+//
+// The forward step runs where Y was computed, the backward step where its first member ran. Each
+// group's `members` is one step of an op defined here ("attention" / "attention_grad") whose
+// reference kernel (double accumulation) is the fallback RunFusedReference runs. `accept` is
+// asked for every group as in the row fusion; a refused forward leaves every step of the pattern
+// as it was (its backward too). Runs first in Fuser::Rewrite; HTR_FUSE_ATTENTION=0 turns it off
+// alone (HTR_FUSION=0 turns off all fusion).
+#ifndef HTR_SCHEDULER_ATTENTION_FUSION_H_
+#define HTR_SCHEDULER_ATTENTION_FUSION_H_
+
+#include <string>
+#include <vector>
+
+#include "fusion.h"
+#include "ops/kernels/kernels.h"
+
+namespace htr::sched {
+
+constexpr int64_t kMaxAttentionHeadDim = 256;
+
+// HTR_FUSE_ATTENTION from the environment: false only for "0", "off" or "false".
+bool AttentionFusionEnabledByEnv();
+
+// Tiles for head dim `d`: bm = bn = 64, bd = next power of two >= d (at least 16).
+htr::kernels::AttentionConfig AttentionConfigFor(int64_t d);
+
+// Rewrites `p`'s steps and appends the groups to p->fused (steps get Step::fused). Counts groups
+// and replaced graph ops in `stats`, refusals in stats->rejected and `rejections`.
+Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats,
+                     std::vector<std::string>* rejections);
+
+}  // namespace htr::sched
+
+#endif  // HTR_SCHEDULER_ATTENTION_FUSION_H_

@@ -1,0 +1,309 @@
+// The device execution mode (see device_exec.h). Every tensor a launch names is made once at
+// bind time (typed arena views, uploaded constants, scratch), so a run is launches and
+// device-to-device copies only; the stream is waited for once, at the end.
+#include "device_exec.h"
+
+#include <cstring>
+#include <memory>
+
+#include "api_util.h"
+#include "precision.h"  // ArenaViewAs
+#include "runtime/config.h"
+#include "runtime/log.h"
+
+namespace htr::sched {
+
+namespace {
+
+htr_status_t Err(htr_status_code_t code, const std::string& msg) { return htr_status_new(code, msg.c_str()); }
+
+std::string Take(htr_status_t st) {
+  std::string m = htr_status_message(st);
+  htr_status_free(st);
+  return m;
+}
+
+// The option string when given, else the environment variable, else "".
+void Pick(const char* option, const char* env, std::string* out) {
+  if (option && *option) {
+    *out = option;
+    return;
+  }
+  std::optional<std::string> v = htr::rt::ReadEnv(env);
+  *out = v ? *v : "";
+}
+
+}  // namespace
+
+htr_status_t ResolveExecSettings(const char* execution, const char* kernels, ExecSettings* out) {
+  *out = ExecSettings{};
+  std::string mode, kern;
+  Pick(execution, "HTR_EXEC", &mode);
+  Pick(kernels, "HTR_KERNELS", &kern);
+  if (mode.empty() || mode == "auto") out->mode = ExecMode::kAuto;
+  else if (mode == "host") out->mode = ExecMode::kHost;
+  else if (mode == "device") out->mode = ExecMode::kDevice;
+  else if (mode == "staged") out->mode = ExecMode::kStaged;
+  else return Err(HTR_STATUS_INVALID_ARGUMENT, "execution mode '" + mode + "' (HTR_EXEC): auto, host, device or staged");
+  if (kern.empty() || kern == "auto") out->generated_only = false;
+  else if (kern == "generated") out->generated_only = true;
+  else return Err(HTR_STATUS_INVALID_ARGUMENT, "kernels '" + kern + "' (HTR_KERNELS): auto or generated");
+  return nullptr;
+}
+
+DeviceExec::~DeviceExec() {
+  for (htr_tensor_t* t : owned_) htr_tensor_release(t);
+  for (htr_tensor_t* t : value_tensor_) htr_tensor_release(t);
+  for (auto& kv : cache_) htr_kernel_destroy(kv.second);
+}
+
+htr_status_t DeviceExec::Compile(const std::vector<uint8_t>& ir, htr_kernel_t** out) {
+  std::string key(ir.begin(), ir.end());
+  auto it = cache_.find(key);
+  if (it != cache_.end()) {
+    *out = it->second;
+    return nullptr;
+  }
+  htr_kernel_t* k = nullptr;
+  if (htr_status_t st = htr_kernel_compile(device_, ir.data(), ir.size(), nullptr, &k)) return st;
+  cache_[key] = k;
+  *out = k;
+  return nullptr;
+}
+
+htr_status_t DeviceExec::Prepare(const Program& p, const std::vector<bool>& todo, const LowerOptions& options,
+                                 std::vector<std::string>* impl) {
+  kind_.assign(p.steps.size(), StepKind::kNone);
+  lowered_.assign(p.steps.size(), LoweredStep{});
+  const std::string ref = host_access_ ? "reference" : "reference:staged";
+  htr_device_properties_t props;
+  std::memset(&props, 0, sizeof(props));
+  props.struct_size = sizeof(props);
+  if (htr_status_t st = htr_device_properties(device_, &props)) return st;
+  const bool can_compile = (props.capabilities & HTR_CAP_KERNEL_IR) != 0;
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    if (!todo[i]) continue;
+    const Step& s = p.steps[i];
+    std::string why;
+    LoweredStep l;
+    Status ls = can_compile ? LowerStep(p, s, options, &l) : ops::Unimplemented("the device compiles no kernel IR");
+    if (ls.ok()) {
+      for (const FusedLaunch& launch : l.launches) {
+        htr_kernel_t* k = nullptr;
+        if (htr_status_t st = Compile(launch.ir, &k)) {
+          const htr_status_code_t code = htr_status_code(st);
+          why = "kernel compile: " + Take(st);
+          if (code == HTR_STATUS_OUT_OF_MEMORY || code == HTR_STATUS_DEVICE_LOST) return Err(code, why);
+          break;
+        }
+      }
+    } else {
+      why = ls.message;
+    }
+    if (why.empty()) {
+      kind_[i] = StepKind::kKernels;
+      (*impl)[i] = "kernel:" + (l.launches.empty() ? std::string("none (empty outputs)") : l.name);
+      lowered_[i] = std::move(l);
+    } else {
+      kind_[i] = StepKind::kReference;
+      (*impl)[i] = ref;
+      fallbacks_.push_back(s.def->name + ": " + why);
+      HTR_LOG_INFO_("device executable: step {} ({}) runs its reference kernel: {}", i, s.def->name, why);
+    }
+  }
+  return nullptr;
+}
+
+htr_status_t DeviceExec::Bind(const Program& p, htr_tensor_t* arena, const std::vector<htr_tensor_t*>& states) {
+  states_ = states;
+  value_tensor_.assign(p.values.size(), nullptr);
+  for (ValueId v = 0; v < p.values.size(); ++v) {
+    const Slot& s = p.slots[v];
+    const auto& info = p.values[v].info;
+    htr_tensor_t* t = nullptr;
+    if (s.kind == SlotKind::kArena) {
+      if (htr_status_t st = ArenaViewAs(arena, info.dtype, info.shape, s.offset, &t)) return st;
+    } else if (s.kind == SlotKind::kConstant) {
+      if (htr_status_t st = htr_tensor_create(device_, info.dtype, static_cast<uint32_t>(info.shape.size()),
+                                              info.shape.data(), &t))
+        return st;
+      value_tensor_[v] = t;
+      if (s.bytes > 0) {
+        if (htr_status_t st = htr_tensor_copy_from_host(t, p.values[v].data.data(), s.bytes, nullptr)) return st;
+      }
+    }
+    value_tensor_[v] = t;
+  }
+  bound_.assign(p.steps.size(), {});
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    if (kind_[i] != StepKind::kKernels) continue;
+    const LoweredStep& l = lowered_[i];
+    std::vector<htr_tensor_t*> scratch;
+    for (uint64_t bytes : l.scratch_bytes) {
+      const int64_t n = static_cast<int64_t>((bytes + 3) / 4);
+      htr_tensor_t* t = nullptr;
+      if (htr_status_t st = htr_tensor_create(device_, HTR_DTYPE_F32, 1, &n, &t)) return st;
+      owned_.push_back(t);
+      scratch.push_back(t);
+    }
+    for (const FusedLaunch& launch : l.launches) {
+      Bound b;
+      if (htr_status_t st = Compile(launch.ir, &b.kernel)) return st;
+      std::memcpy(b.grid, launch.grid, sizeof(b.grid));
+      for (const FusedArg& a : launch.args) {
+        htr_kernel_launch_arg_t la{};
+        int port = -1;
+        switch (a.kind) {
+          case FusedArg::Kind::kInt: la.kind = HTR_KERNEL_ARG_INT; la.i = a.i; break;
+          case FusedArg::Kind::kFloat: la.kind = HTR_KERNEL_ARG_FLOAT; la.f = a.f; break;
+          case FusedArg::Kind::kScratch: la.kind = HTR_KERNEL_ARG_TENSOR; la.tensor = scratch[a.scratch]; break;
+          case FusedArg::Kind::kValue: {
+            la.kind = HTR_KERNEL_ARG_TENSOR;
+            const Slot& s = p.slots[a.value];
+            if (s.kind == SlotKind::kInput) {
+              port = static_cast<int>(s.index);
+            } else if (htr_status_t st = Tensor(p, a.value, {}, &la.tensor)) {
+              return st;
+            }
+            break;
+          }
+        }
+        b.args.push_back(la);
+        b.input_port.push_back(port);
+      }
+      bound_[i].push_back(std::move(b));
+    }
+  }
+  return nullptr;
+}
+
+htr_status_t DeviceExec::Tensor(const Program& p, ValueId v, const std::vector<htr_tensor_t*>& inputs,
+                                htr_tensor_t** out) {
+  const Slot& s = p.slots[v];
+  *out = nullptr;
+  switch (s.kind) {
+    case SlotKind::kInput: *out = s.index < inputs.size() ? inputs[s.index] : nullptr; break;
+    case SlotKind::kState: *out = states_[s.index]; break;
+    case SlotKind::kArena:
+    case SlotKind::kConstant: *out = value_tensor_[v]; break;
+    case SlotKind::kNone: break;
+  }
+  if (!*out) return Err(HTR_STATUS_INTERNAL, "device executable: value " + std::to_string(v) + " has no tensor");
+  return nullptr;
+}
+
+htr_status_t DeviceExec::Run(const Program& p, size_t step, htr_stream_t* stream,
+                             const std::vector<htr_tensor_t*>& inputs) {
+  if (kind_[step] == StepKind::kReference) return RunReference(p, step, stream, inputs);
+  for (Bound& b : bound_[step]) {
+    for (size_t k = 0; k < b.args.size(); ++k) {
+      if (b.input_port[k] >= 0) b.args[k].tensor = inputs[static_cast<size_t>(b.input_port[k])];
+    }
+    if (htr_status_t st =
+            htr_kernel_launch(stream, b.kernel, b.grid, b.args.data(), static_cast<uint32_t>(b.args.size())))
+      return st;
+  }
+  return nullptr;
+}
+
+htr_status_t DeviceExec::RunReference(const Program& p, size_t step, htr_stream_t* stream,
+                                      const std::vector<htr_tensor_t*>& inputs) {
+  if (stream) {
+    if (htr_status_t st = htr_stream_synchronize(stream)) return st;
+  }
+  const Step& s = p.steps[step];
+  ops::KernelArgs args = s.args;  // attrs still point into the program's step
+  std::vector<std::unique_ptr<uint8_t[]>> bufs;
+  std::vector<std::pair<htr_tensor_t*, void*>> write_back;
+  auto resolve = [&](ValueId v, bool is_out, void** ptr) -> htr_status_t {
+    const Slot& sl = p.slots[v];
+    if (sl.kind == SlotKind::kConstant) {
+      *ptr = const_cast<uint8_t*>(p.values[v].data.data());
+      return nullptr;
+    }
+    htr_tensor_t* t = nullptr;
+    if (htr_status_t st = Tensor(p, v, inputs, &t)) return st;
+    if (host_access_ && htr_tensor_is_contiguous(t)) {
+      htr_status_t st = htr_tensor_host_ptr(t, ptr);
+      if (!st) return nullptr;
+      htr_status_free(st);
+    }
+    bufs.emplace_back(new uint8_t[sl.bytes + 1]);
+    *ptr = bufs.back().get();
+    if (sl.bytes == 0) return nullptr;
+    if (is_out) {
+      write_back.emplace_back(t, *ptr);
+      return nullptr;
+    }
+    return htr_tensor_copy_to_host(t, *ptr, sl.bytes, nullptr);
+  };
+  for (size_t k = 0; k < s.inputs.size(); ++k) {
+    if (htr_status_t st = resolve(s.inputs[k], false, &args.in[k].data)) return st;
+  }
+  for (size_t k = 0; k < s.outputs.size(); ++k) {
+    if (htr_status_t st = resolve(s.outputs[k], true, &args.out[k].data)) return st;
+  }
+  Status st = s.def->kernel(args);
+  if (!st.ok()) {
+    st.message = "step " + std::to_string(step) + " (" + s.def->name + ", reference): " + st.message;
+    return ToC(st);
+  }
+  for (auto& wb : write_back) {
+    if (htr_status_t e = htr_tensor_copy_from_host(wb.first, wb.second, htr_tensor_nbytes(wb.first), nullptr)) return e;
+  }
+  return nullptr;
+}
+
+htr_status_t DeviceExec::Finish(const Program& p, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs,
+                                const std::vector<htr_tensor_t*>& states, std::vector<htr_tensor_t*>* outputs) {
+  std::vector<htr_tensor_t*> temps;
+  auto done = [&](htr_status_t st) {
+    // Temporaries stay referenced until the stream has run the copies that read them.
+    if (!st && stream) st = htr_stream_synchronize(stream);
+    for (htr_tensor_t* t : temps) htr_tensor_release(t);
+    return st;
+  };
+  auto fresh = [&](const ops::ValueInfo& info, htr_tensor_t** t) {
+    return htr_tensor_create(device_, info.dtype, static_cast<uint32_t>(info.shape.size()), info.shape.data(), t);
+  };
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const ValueId v = p.outputs[i].value;
+    htr_tensor_t *src = nullptr, *t = nullptr;
+    if (htr_status_t st = Tensor(p, v, inputs, &src)) return done(st);
+    if (htr_status_t st = fresh(p.values[v].info, &t)) {
+      const std::string m = "output '" + p.outputs[i].name + "' (" + std::to_string(p.slots[v].bytes) +
+                            " bytes): " + htr_status_message(st);
+      const htr_status_code_t code = htr_status_code(st);
+      htr_status_free(st);
+      return done(Err(code, m));
+    }
+    if (p.slots[v].bytes > 0) {
+      if (htr_status_t st = htr_tensor_copy(t, src, stream)) {
+        htr_tensor_release(t);
+        return done(st);
+      }
+    }
+    htr_tensor_release((*outputs)[i]);
+    (*outputs)[i] = t;
+  }
+  // Assigned values that are themselves states are snapshotted first, so swaps read old contents.
+  std::vector<htr_tensor_t*> src(p.states.size(), nullptr);
+  for (size_t i = 0; i < p.states.size(); ++i) {
+    const ValueId v = p.states[i].assigned;
+    if (v == kNoValue || p.slots[v].bytes == 0) continue;
+    if (htr_status_t st = Tensor(p, v, inputs, &src[i])) return done(st);
+    if (p.values[v].kind != ValueKind::kState) continue;
+    htr_tensor_t* snap = nullptr;
+    if (htr_status_t st = fresh(p.values[v].info, &snap)) return done(st);
+    temps.push_back(snap);
+    if (htr_status_t st = htr_tensor_copy(snap, src[i], stream)) return done(st);
+    src[i] = snap;
+  }
+  for (size_t i = 0; i < p.states.size(); ++i) {
+    if (!src[i] || src[i] == states[i]) continue;
+    if (htr_status_t st = htr_tensor_copy(states[i], src[i], stream)) return done(st);
+  }
+  return done(nullptr);
+}
+
+}  // namespace htr::sched

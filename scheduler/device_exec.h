@@ -1,0 +1,95 @@
+// device_exec.h — the device execution mode of an executable: every step runs on the device, on
+// the run's stream, with no host round trip inside a run. The executable (executable.cc) keeps
+// the arena (one device tensor), the states, fused groups (fused_exec.h) and library matmuls; this
+// class owns the rest: each remaining step lowered to universal kernels (device_lower.h),
+// compiled once through htr_kernel_compile and launched through htr_kernel_launch; the copies
+// that publish outputs and apply assignments (device to device, on the stream). A step that does
+// not lower or whose kernel the plugin refuses runs its reference kernel on the host (impl
+// "reference" on host-accessible devices; "reference:staged", copied out and back, elsewhere):
+// the only place a run waits for the device before it ends.
+//
+// Mode selection (ResolveExecSettings): htr_executable_options_t.execution, else HTR_EXEC, else
+// "auto": host-accessible devices run the host mode (reference kernels on host pointers),
+// devices with kernel IR the device mode, others the staged HostEngine. "device" forces the
+// device mode wherever kernel IR or host access exists; "host" the host (or staged) mode;
+// "staged" the HostEngine. Kernel choice: .kernels, else HTR_KERNELS, else "auto" (fused, then
+// library, then generated); "generated" uses no library op (matmul through the DSL matmul).
+//
+// Ownership: tensors and kernels made here are released by the destructor; the program, arena
+// and states are borrowed and must outlive this object.
+#ifndef HTR_SCHEDULER_DEVICE_EXEC_H_
+#define HTR_SCHEDULER_DEVICE_EXEC_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "device_lower.h"
+#include "htr/htr.h"
+#include "htr/htr_kernel.h"
+#include "program.h"
+
+namespace htr::sched {
+
+enum class ExecMode { kAuto, kHost, kDevice, kStaged };
+
+struct ExecSettings {
+  ExecMode mode = ExecMode::kAuto;
+  bool generated_only = false;
+};
+
+// Option strings win over the environment; NULL or "" fall through. INVALID_ARGUMENT names a bad
+// value.
+htr_status_t ResolveExecSettings(const char* execution, const char* kernels, ExecSettings* out);
+
+class DeviceExec {
+ public:
+  DeviceExec(htr_device_t* device, bool host_access) : device_(device), host_access_(host_access) {}
+  ~DeviceExec();
+  DeviceExec(const DeviceExec&) = delete;
+  DeviceExec& operator=(const DeviceExec&) = delete;
+
+  // Lowers and compiles every step i with todo[i]; sets impl[i] ("kernel:<names>" or the
+  // reference fallback). Errors other than "not covered" / "compile refused" are returned.
+  htr_status_t Prepare(const Program& p, const std::vector<bool>& todo, const LowerOptions& options,
+                       std::vector<std::string>* impl);
+  // After the arena and states exist: a tensor per value, scratch, launch arguments.
+  htr_status_t Bind(const Program& p, htr_tensor_t* arena, const std::vector<htr_tensor_t*>& states);
+  bool Handles(size_t step) const { return step < kind_.size() && kind_[step] != StepKind::kNone; }
+  // Step `step` on `stream`; `inputs` are this run's device tensors per input port.
+  htr_status_t Run(const Program& p, size_t step, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs);
+  // After the last step: a new tensor per output (replacing outputs[i]), the assignments into
+  // `states` (all reads see pre-assignment contents), then waits for the stream.
+  htr_status_t Finish(const Program& p, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs,
+                      const std::vector<htr_tensor_t*>& states, std::vector<htr_tensor_t*>* outputs);
+  // "op: why" per step that fell back to its reference kernel.
+  const std::vector<std::string>& fallbacks() const { return fallbacks_; }
+
+ private:
+  enum class StepKind { kNone, kKernels, kReference };
+  struct Bound {
+    htr_kernel_t* kernel = nullptr;
+    uint32_t grid[3] = {1, 1, 1};
+    std::vector<htr_kernel_launch_arg_t> args;
+    std::vector<int> input_port;  // per arg: input port to take at run time, or -1
+  };
+  htr_status_t Compile(const std::vector<uint8_t>& ir, htr_kernel_t** out);
+  htr_status_t Tensor(const Program& p, ValueId v, const std::vector<htr_tensor_t*>& inputs, htr_tensor_t** out);
+  htr_status_t RunReference(const Program& p, size_t step, htr_stream_t* stream,
+                            const std::vector<htr_tensor_t*>& inputs);
+
+  htr_device_t* device_;
+  bool host_access_;
+  std::vector<StepKind> kind_;
+  std::vector<LoweredStep> lowered_;             // per step (kKernels)
+  std::vector<std::vector<Bound>> bound_;        // per step
+  std::map<std::string, htr_kernel_t*> cache_;   // IR bytes -> kernel
+  std::vector<htr_tensor_t*> value_tensor_;      // per value: arena views and constants (owned)
+  std::vector<htr_tensor_t*> states_;            // borrowed
+  std::vector<htr_tensor_t*> owned_;             // scratch
+  std::vector<std::string> fallbacks_;
+};
+
+}  // namespace htr::sched
+
+#endif  // HTR_SCHEDULER_DEVICE_EXEC_H_
