@@ -243,31 +243,10 @@ class Matcher {
 
 // ---------------------------------------------------------------- launches
 
-FusedArg Val(ValueId v) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kValue;
-  a.value = v;
-  return a;
-}
-FusedArg Scr(uint32_t i) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kScratch;
-  a.scratch = i;
-  return a;
-}
-FusedArg Spec(int64_t i) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kInt;
-  a.i = i;
-  a.specialize = true;
-  return a;
-}
-FusedArg Flt(double f) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kFloat;
-  a.f = f;
-  return a;
-}
+FusedArg Val(ValueId v) { return FusedArg::Value(v); }
+FusedArg Scr(uint32_t i) { return FusedArg::Scratch(i); }
+FusedArg Spec(int64_t i) { return FusedArg::Int(i, /*specialized=*/true); }
+FusedArg Flt(double f) { return FusedArg::Float(f); }
 
 // H = 1 and the leading dims as the batch: contiguous [batch, T, D] strides (b, h, t, d).
 void Common(std::vector<FusedArg>* a, int64_t T, int64_t D, double scale, int tensors) {

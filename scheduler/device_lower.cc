@@ -29,30 +29,10 @@ Status FromLang(const K::Status& s, const std::string& what) {
   return ops::Error(HTR_STATUS_INTERNAL, what + ": " + s.message);
 }
 
-FusedArg Val(ValueId v) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kValue;
-  a.value = v;
-  return a;
-}
-FusedArg Scr(uint32_t k) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kScratch;
-  a.scratch = k;
-  return a;
-}
-FusedArg Int(int64_t i) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kInt;
-  a.i = i;
-  return a;
-}
-FusedArg Flt(double f) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kFloat;
-  a.f = f;
-  return a;
-}
+FusedArg Val(ValueId v) { return FusedArg::Value(v); }
+FusedArg Scr(uint32_t k) { return FusedArg::Scratch(k); }
+FusedArg Int(int64_t i) { return FusedArg::Int(i); }
+FusedArg Flt(double f) { return FusedArg::Float(f); }
 
 uint32_t Pow2AtLeast(int64_t n) {
   uint32_t b = 1;

@@ -35,31 +35,10 @@ bool IsElementwiseUnary(const std::string& n) {
          n == "sqrt" || n == "rsqrt" || n == "abs" || n == "sigmoid" || n == "relu" || n == "gelu";
 }
 
-FusedArg ValueArg(ValueId v) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kValue;
-  a.value = v;
-  return a;
-}
-FusedArg ScratchArg(uint32_t i) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kScratch;
-  a.scratch = i;
-  return a;
-}
-FusedArg IntArg(int64_t i, bool specialize) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kInt;
-  a.i = i;
-  a.specialize = specialize;
-  return a;
-}
-FusedArg FloatArg(double f) {
-  FusedArg a;
-  a.kind = FusedArg::Kind::kFloat;
-  a.f = f;
-  return a;
-}
+FusedArg ValueArg(ValueId v) { return FusedArg::Value(v); }
+FusedArg ScratchArg(uint32_t i) { return FusedArg::Scratch(i); }
+FusedArg IntArg(int64_t i, bool specialize) { return FusedArg::Int(i, specialize); }
+FusedArg FloatArg(double f) { return FusedArg::Float(f); }
 
 bool IsF32(const Program& p, ValueId v) { return p.values[v].info.dtype == HTR_DTYPE_F32; }
 bool IsId(const Program& p, ValueId v) {

@@ -48,6 +48,32 @@ struct FusedArg {
   int64_t i = 0;             // kInt
   double f = 0.0;            // kFloat
   bool specialize = false;   // scalars: a compile-time constant of the kernel
+
+  static FusedArg Value(ValueId v) {
+    FusedArg a;
+    a.kind = Kind::kValue;
+    a.value = v;
+    return a;
+  }
+  static FusedArg Scratch(uint32_t index) {
+    FusedArg a;
+    a.kind = Kind::kScratch;
+    a.scratch = index;
+    return a;
+  }
+  static FusedArg Int(int64_t v, bool specialized = false) {
+    FusedArg a;
+    a.kind = Kind::kInt;
+    a.i = v;
+    a.specialize = specialized;
+    return a;
+  }
+  static FusedArg Float(double v) {
+    FusedArg a;
+    a.kind = Kind::kFloat;
+    a.f = v;
+    return a;
+  }
 };
 
 struct FusedLaunch {

@@ -6,43 +6,14 @@ and library matmul) within 1e-5 relative, and the generated plans must have no s
 reference kernel or a library op. Small shapes (the interpreter is slow on tiny's matmuls).
 
 usage: device_train_parity.py HTR_TRAIN [STEPS]"""
-import csv
 import os
-import subprocess
 import sys
 import tempfile
 
+from train_runs import make_data, run
+
 SHAPE = ["--layers", "2", "--width", "32", "--heads", "2", "--ctx", "16", "--batch", "4",
          "--warmup", "0", "--lr", "1e-2", "--seed", "7"]
-
-
-def make_data(path, n=20000):
-    words = b"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-    out, x = [], 12345
-    while sum(map(len, out)) < n:
-        x = (x * 1103515245 + 12345) % 2**31
-        out.append(words[x % len(words)] + (b"\n" if x % 7 == 0 else b" "))
-    with open(path, "wb") as f:
-        f.write(b"".join(out))
-
-
-def run(exe, work, name, steps, env_extra):
-    out = os.path.join(work, name)
-    env = dict(os.environ)
-    env.update(env_extra)
-    cmd = [exe, "--device", "cpu", "--steps", str(steps), "--data", os.path.join(work, "data.txt"),
-           "--eval-every", "0", "--sample-tokens", "0", "--progress", "plain", "--print-plan",
-           "--out-dir", out] + SHAPE
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
-    text = p.stdout.decode(errors="replace")
-    if p.returncode != 0:
-        print(text)
-        sys.exit("htr-train (%s) exited with %d" % (name, p.returncode))
-    with open(os.path.join(out, "loss.csv")) as f:
-        losses = [float(r["loss"]) for r in csv.DictReader(f)]
-    if len(losses) != steps:
-        sys.exit("%s: expected %d losses, got %d" % (name, steps, len(losses)))
-    return losses, text
 
 
 def main():
@@ -50,8 +21,8 @@ def main():
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     failed = []
     with tempfile.TemporaryDirectory() as work:
-        make_data(os.path.join(work, "data.txt"))
-        ref, _ = run(exe, work, "reference", steps, {"HTR_EXEC": "host", "HTR_FUSION": "0"})
+        make_data(os.path.join(work, "data.txt"), 20000)
+        ref, _ = run(exe, work, "reference", steps, {"HTR_EXEC": "host", "HTR_FUSION": "0"}, SHAPE, 900)
         # force: every group that compiles (no speed auto-tune: the interpreter's fused kernels
         # are slower than the reference, and this test is about which kernels run).
         for fusion in ("force", "0"):
@@ -59,7 +30,7 @@ def main():
                 name = "generated fusion=%s jit=%s" % (fusion, jit)
                 losses, text = run(exe, work, name.replace(" ", "_"), steps,
                                    {"HTR_EXEC": "device", "HTR_KERNELS": "generated",
-                                    "HTR_FUSION": fusion, "HTR_CPU_JIT": jit})
+                                    "HTR_FUSION": fusion, "HTR_CPU_JIT": jit}, SHAPE, 900)
                 rows = [l.strip() for l in text.splitlines() if l.startswith("  ") and "[" in l]
                 if not rows:
                     failed.append("%s: no plan printed" % name)

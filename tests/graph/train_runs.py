@@ -1,0 +1,53 @@
+"""Shared by the *_train_parity.py tests: a small synthetic corpus and one htr-train run on cpu
+that returns its per-step losses (loss.csv) and its printed output (the plan with each step's impl).
+"""
+import csv
+import os
+import subprocess
+import sys
+
+
+def make_data(path, n=60000):
+    """Writes about n bytes of pseudo-random words (deterministic) to path."""
+    words = b"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    out, x = [], 12345
+    while sum(map(len, out)) < n:
+        x = (x * 1103515245 + 12345) % 2**31
+        out.append(words[x % len(words)] + (b"\n" if x % 7 == 0 else b" "))
+    with open(path, "wb") as f:
+        f.write(b"".join(out))
+
+
+def run(exe, work, name, steps, env_extra, model_args, timeout=600):
+    """htr-train on cpu with `model_args` (e.g. ["--preset", "tiny"]) and `env_extra` over the
+    environment, data from work/data.txt, output in work/name. Exits the test on failure or when
+    the run logs a number of losses other than `steps`. Returns (losses, printed text)."""
+    out = os.path.join(work, name)
+    env = dict(os.environ)
+    env.update(env_extra)
+    cmd = [exe, "--device", "cpu", "--steps", str(steps), "--data", os.path.join(work, "data.txt"),
+           "--eval-every", "0", "--sample-tokens", "0", "--progress", "plain", "--print-plan",
+           "--out-dir", out] + model_args
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    text = p.stdout.decode(errors="replace")
+    if p.returncode != 0:
+        print(text)
+        sys.exit("htr-train (%s) exited with %d" % (name, p.returncode))
+    with open(os.path.join(out, "loss.csv")) as f:
+        losses = [float(r["loss"]) for r in csv.DictReader(f)]
+    if len(losses) != steps:
+        sys.exit("%s: expected %d losses, got %d" % (name, steps, len(losses)))
+    return losses, text
+
+
+def compare(a_name, a, b_name, b, bound=1e-5):
+    """Prints per-step losses of two runs; exits the test when they differ by more than `bound`
+    relative. Returns the worst relative difference."""
+    worst = 0.0
+    for i, (x, y) in enumerate(zip(a, b)):
+        rel = abs(x - y) / abs(y)
+        worst = max(worst, rel)
+        print("step %d: %s %.8f %s %.8f rel %.2e" % (i + 1, a_name, x, b_name, y, rel))
+    if worst > bound:
+        sys.exit("losses differ by %.2e relative (bound %g)" % (worst, bound))
+    return worst
