@@ -150,27 +150,8 @@ htr_status_t DeviceExec::Bind(const Program& p, htr_tensor_t* arena, const std::
       Bound b;
       if (htr_status_t st = Compile(launch.ir, &b.kernel)) return st;
       std::memcpy(b.grid, launch.grid, sizeof(b.grid));
-      for (const FusedArg& a : launch.args) {
-        htr_kernel_launch_arg_t la{};
-        int port = -1;
-        switch (a.kind) {
-          case FusedArg::Kind::kInt: la.kind = HTR_KERNEL_ARG_INT; la.i = a.i; break;
-          case FusedArg::Kind::kFloat: la.kind = HTR_KERNEL_ARG_FLOAT; la.f = a.f; break;
-          case FusedArg::Kind::kScratch: la.kind = HTR_KERNEL_ARG_TENSOR; la.tensor = scratch[a.scratch]; break;
-          case FusedArg::Kind::kValue: {
-            la.kind = HTR_KERNEL_ARG_TENSOR;
-            const Slot& s = p.slots[a.value];
-            if (s.kind == SlotKind::kInput) {
-              port = static_cast<int>(s.index);
-            } else if (htr_status_t st = Tensor(p, a.value, {}, &la.tensor)) {
-              return st;
-            }
-            break;
-          }
-        }
-        b.args.push_back(la);
-        b.input_port.push_back(port);
-      }
+      auto value_tensor = [&](ValueId v, htr_tensor_t** out) { return Tensor(p, v, {}, out); };
+      if (htr_status_t st = BindLaunchArgs(p, launch, scratch, value_tensor, &b)) return st;
       bound_[i].push_back(std::move(b));
     }
   }

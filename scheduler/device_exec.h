@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "device_lower.h"
+#include "fused_exec.h"  // BoundLaunch, BindLaunchArgs
 #include "htr/htr.h"
 #include "htr/htr_kernel.h"
 #include "program.h"
@@ -67,12 +68,7 @@ class DeviceExec {
 
  private:
   enum class StepKind { kNone, kKernels, kReference };
-  struct Bound {
-    htr_kernel_t* kernel = nullptr;
-    uint32_t grid[3] = {1, 1, 1};
-    std::vector<htr_kernel_launch_arg_t> args;
-    std::vector<int> input_port;  // per arg: input port to take at run time, or -1
-  };
+  using Bound = BoundLaunch;
   htr_status_t Compile(const std::vector<uint8_t>& ir, htr_kernel_t** out);
   htr_status_t Tensor(const Program& p, ValueId v, const std::vector<htr_tensor_t*>& inputs, htr_tensor_t** out);
   htr_status_t RunReference(const Program& p, size_t step, htr_stream_t* stream,

@@ -309,6 +309,33 @@ htr_status_t FusedExec::Own(htr_status_t st, htr_tensor_t** t) {
   return st;
 }
 
+htr_status_t BindLaunchArgs(const Program& p, const FusedLaunch& l, const std::vector<htr_tensor_t*>& scratch,
+                            const std::function<htr_status_t(ValueId, htr_tensor_t**)>& value_tensor,
+                            BoundLaunch* b) {
+  for (const FusedArg& a : l.args) {
+    htr_kernel_launch_arg_t la{};
+    int port = -1;
+    switch (a.kind) {
+      case FusedArg::Kind::kInt: la.kind = HTR_KERNEL_ARG_INT; la.i = a.i; break;
+      case FusedArg::Kind::kFloat: la.kind = HTR_KERNEL_ARG_FLOAT; la.f = a.f; break;
+      case FusedArg::Kind::kScratch: la.kind = HTR_KERNEL_ARG_TENSOR; la.tensor = scratch[a.scratch]; break;
+      case FusedArg::Kind::kValue: {
+        la.kind = HTR_KERNEL_ARG_TENSOR;
+        const Slot& s = p.slots[a.value];
+        if (s.kind == SlotKind::kInput) {
+          port = static_cast<int>(s.index);
+        } else if (htr_status_t st = value_tensor(a.value, &la.tensor)) {
+          return st;
+        }
+        break;
+      }
+    }
+    b->args.push_back(la);
+    b->input_port.push_back(port);
+  }
+  return nullptr;
+}
+
 htr_status_t FusedExec::Bind(const Program& p, htr_tensor_t* arena, const std::vector<htr_tensor_t*>& states) {
   groups_.assign(p.fused.size(), {});
   std::map<ValueId, htr_tensor_t*> tensors;  // arena views and constants, shared between launches
@@ -325,53 +352,38 @@ htr_status_t FusedExec::Bind(const Program& p, htr_tensor_t* arena, const std::v
       Bound b;
       if (htr_status_t st = Get(l, &b.kernel)) return st;
       std::memcpy(b.grid, l.grid, sizeof(b.grid));
-      for (const FusedArg& a : l.args) {
-        htr_kernel_launch_arg_t la{};
-        int port = -1;
-        switch (a.kind) {
-          case FusedArg::Kind::kInt: la.kind = HTR_KERNEL_ARG_INT; la.i = a.i; break;
-          case FusedArg::Kind::kFloat: la.kind = HTR_KERNEL_ARG_FLOAT; la.f = a.f; break;
-          case FusedArg::Kind::kScratch: la.kind = HTR_KERNEL_ARG_TENSOR; la.tensor = scratch[a.scratch]; break;
-          case FusedArg::Kind::kValue: {
-            la.kind = HTR_KERNEL_ARG_TENSOR;
-            const Slot& s = p.slots[a.value];
-            if (s.kind == SlotKind::kInput) {
-              port = static_cast<int>(s.index);
-              break;
-            }
-            if (s.kind == SlotKind::kState) {
-              la.tensor = states[s.index];
-              break;
-            }
-            auto it = tensors.find(a.value);
-            if (it != tensors.end()) {
-              la.tensor = it->second;
-              break;
-            }
-            htr_tensor_t* t = nullptr;
-            if (s.kind == SlotKind::kArena) {
-              // Kernels see the address of element 0; the arena is f32, so view whole 4-byte words.
-              const int64_t n = static_cast<int64_t>((s.bytes + 3) / 4), one = 1;
-              if (htr_status_t st = Own(htr_tensor_view(arena, 1, &n, &one, static_cast<int64_t>(s.offset / 4), &t), &t))
-                return st;
-            } else if (s.kind == SlotKind::kConstant) {
-              const auto& info = p.values[a.value].info;
-              if (htr_status_t st = Own(htr_tensor_create(device_, info.dtype, static_cast<uint32_t>(info.shape.size()),
-                                                          info.shape.data(), &t), &t))
-                return st;
-              if (htr_status_t st = htr_tensor_copy_from_host(t, p.values[a.value].data.data(), s.bytes, nullptr))
-                return st;
-            } else {
-              return htr_status_new(HTR_STATUS_INTERNAL, ("fused " + g.name + ": an argument has no storage").c_str());
-            }
-            tensors[a.value] = t;
-            la.tensor = t;
-            break;
-          }
+      auto value_tensor = [&](ValueId v, htr_tensor_t** out) -> htr_status_t {
+        const Slot& s = p.slots[v];
+        if (s.kind == SlotKind::kState) {
+          *out = states[s.index];
+          return nullptr;
         }
-        b.args.push_back(la);
-        b.input_port.push_back(port);
-      }
+        auto it = tensors.find(v);
+        if (it != tensors.end()) {
+          *out = it->second;
+          return nullptr;
+        }
+        htr_tensor_t* t = nullptr;
+        if (s.kind == SlotKind::kArena) {
+          // Kernels see the address of element 0; the arena is f32, so view whole 4-byte words.
+          const int64_t n = static_cast<int64_t>((s.bytes + 3) / 4), one = 1;
+          if (htr_status_t st = Own(htr_tensor_view(arena, 1, &n, &one, static_cast<int64_t>(s.offset / 4), &t), &t))
+            return st;
+        } else if (s.kind == SlotKind::kConstant) {
+          const auto& info = p.values[v].info;
+          if (htr_status_t st = Own(htr_tensor_create(device_, info.dtype, static_cast<uint32_t>(info.shape.size()),
+                                                      info.shape.data(), &t), &t))
+            return st;
+          if (htr_status_t st = htr_tensor_copy_from_host(t, p.values[v].data.data(), s.bytes, nullptr))
+            return st;
+        } else {
+          return htr_status_new(HTR_STATUS_INTERNAL, ("fused " + g.name + ": an argument has no storage").c_str());
+        }
+        tensors[v] = t;
+        *out = t;
+        return nullptr;
+      };
+      if (htr_status_t st = BindLaunchArgs(p, l, scratch, value_tensor, &b)) return st;
       groups_[gi].push_back(std::move(b));
     }
   }

@@ -19,6 +19,7 @@
 #ifndef HTR_SCHEDULER_FUSED_EXEC_H_
 #define HTR_SCHEDULER_FUSED_EXEC_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +29,22 @@
 #include "program.h"
 
 namespace htr::sched {
+
+// One kernel launch with its arguments resolved (shared by FusedExec and DeviceExec). Tensors are
+// borrowed from the executable that bound them; input_port[i] >= 0 means args[i].tensor is taken
+// from that graph input port at run time.
+struct BoundLaunch {
+  htr_kernel_t* kernel = nullptr;
+  uint32_t grid[3] = {1, 1, 1};
+  std::vector<htr_kernel_launch_arg_t> args;
+  std::vector<int> input_port;  // per arg: input port to take at run time, or -1
+};
+
+// Fills b->args / b->input_port from l.args: scalars as given, scratch buffers from `scratch`,
+// values in input slots as run-time ports, every other value through `value_tensor`.
+htr_status_t BindLaunchArgs(const Program& p, const FusedLaunch& l, const std::vector<htr_tensor_t*>& scratch,
+                            const std::function<htr_status_t(ValueId, htr_tensor_t**)>& value_tensor,
+                            BoundLaunch* b);
 
 // HTR_FUSION from the environment (runtime/config): false only for "0", "off" or "false".
 bool FusionEnabledByEnv();
@@ -54,12 +71,7 @@ class FusedExec {
   size_t num_kernels() const { return cache_.size(); }
 
  private:
-  struct Bound {
-    htr_kernel_t* kernel = nullptr;
-    uint32_t grid[3] = {1, 1, 1};
-    std::vector<htr_kernel_launch_arg_t> args;
-    std::vector<int> input_port;  // per arg: input port to take at run time, or -1
-  };
+  using Bound = BoundLaunch;
   htr_status_t Get(const FusedLaunch& l, htr_kernel_t** out);
   static std::string Key(const FusedLaunch& l);
   // Times `g` fused and unfused; true when the fused launches are not slower. Sets *note (the two
