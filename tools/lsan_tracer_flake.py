@@ -1,0 +1,45 @@
+#!/usr/bin/python3
+"""Lists the failed tests of a meson test log whose only fault is LeakSanitizer's own tracer crash.
+
+LeakSanitizer stops the world at process exit by ptrace-attaching a tracer to every thread; on
+some kernels and VMs that tracer itself dies ("Tracer caught signal 11", then "LeakSanitizer has
+encountered a fatal error") about once in a few hundred exits, after the test body has passed and
+before any leak is looked for. Such a failure says nothing about the code under test.
+
+usage: lsan_tracer_flake.py TESTLOG.json
+Prints, one per line, the bare names of failed tests whose output has both tracer-crash lines and
+no sanitizer report (no "ERROR: AddressSanitizer", "ERROR: LeakSanitizer: detected memory leaks",
+"runtime error:", "SUMMARY: ...Sanitizer") and whose return code is not a plain test failure
+signal of Catch2 or python (an assertion failure message). tools/test.sh reruns exactly those once.
+"""
+import json
+import sys
+
+CRASH = ("Tracer caught signal", "LeakSanitizer has encountered a fatal error")
+REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer: detected memory leaks",
+           "runtime error:", "SUMMARY: AddressSanitizer", "SUMMARY: UndefinedBehaviorSanitizer",
+           "SUMMARY: LeakSanitizer")
+TEST_FAILED = ("FAILED:", "test cases failed", "Traceback (most recent call last)", "FAIL:")
+
+
+def main(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            t = json.loads(line)
+            if t.get("result") not in ("FAIL", "ERROR"):
+                continue
+            out = (t.get("stdout") or "") + (t.get("stderr") or "")
+            if not all(c in out for c in CRASH):
+                continue
+            if any(r in out for r in REPORTS) or any(r in out for r in TEST_FAILED):
+                continue
+            print(t["name"].split(" / ")[-1])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])
