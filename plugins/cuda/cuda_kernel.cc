@@ -142,6 +142,14 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
     // HTR_CUDA_BLOCK_MID=0 turns them off.
     const char* mid = host.config("HTR_CUDA_BLOCK_MID");
     target.mid_copies = !(mid != nullptr && std::strcmp(mid, "0") == 0);
+    // Double-buffered warp fragments (ldmatrix of step k+1 before step k's
+    // mma): on by default since the session-4 H200 sweep (128x256x128 bf16
+    // 8192^3: 418-422 vs 383-389 TFLOP/s); HTR_CUDA_BLOCK_FRAG=0 turns it off.
+    const char* frag = host.config("HTR_CUDA_BLOCK_FRAG");
+    target.frag_double = !(frag != nullptr && std::strcmp(frag, "0") == 0);
+    // Rows of grid axis 1 per program group (L2 reuse), 1..64.
+    if (const char* g = host.config("HTR_CUDA_BLOCK_GROUP"); g != nullptr && std::atoi(g) >= 1 && std::atoi(g) <= 64)
+      target.group = static_cast<uint32_t>(std::atoi(g));
     ir::Rendered r;
     s = ir::render_cuda(k->kernel, analysis, k->spec, target, &r, &k->launch);
     if (!s.ok()) return from_ir(host, s, "render");

@@ -42,9 +42,16 @@ struct CudaTarget {
   uint32_t max_warps = 8;           // per block (htr_sdk_ir_block.h BlockTarget)
   uint32_t max_stages = 4;          // shared-memory pipeline depth
   // Issue the next stage's copies between the first mma steps instead of
-  // right after the barrier. Off by default: built and compiled, not yet
-  // measured or run on a GPU (plugins/cuda/README.md, DSL matmul).
+  // right after the barrier (plugins/cuda/README.md, DSL matmul).
   bool mid_copies = false;
+  // Double-buffer the warps' ldmatrix fragments: k16-step kk+1's A/B
+  // fragments (and the next iteration's first ones, across the barrier)
+  // are loaded before step kk's mma.sync; copies as mid_copies. Applies
+  // where BK / 16 is even (else mid_copies decides). The cuda plugin turns
+  // it on (HTR_CUDA_BLOCK_FRAG=0: off).
+  bool frag_double = false;
+  // Programs are taken in groups of `group` rows of grid axis 1 (L2 reuse).
+  uint32_t group = 8;
 };
 
 /* How to launch what render_cuda printed. block_program: one block of

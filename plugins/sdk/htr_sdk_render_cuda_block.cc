@@ -82,12 +82,13 @@ HTR_INLINE bool htr_exact(const htr_aff<NP, NT>& f, int64_t i0, int64_t i1, int6
   return m;
 }
 // Programs are independent, so blocks may take them in any order: groups of
-// 8 rows of axis 1 walk axis 0 together (operand reuse in L2).
+// G rows of axis 1 walk axis 0 together (operand reuse in L2).
+template <int G>
 HTR_INLINE void htr_block_pid(int32_t g0, int32_t g1, int32_t* p0, int32_t* p1, int32_t* p2) {
   const int64_t lin = blockIdx.x, plane = (int64_t)g0 * g1;
   *p2 = (int32_t)(lin / plane);
-  const int64_t r = lin % plane, per = 8 * (int64_t)g0, first = (r / per) * 8;
-  const int64_t gs = g1 - first < 8 ? g1 - first : 8, w = r % per;
+  const int64_t r = lin % plane, per = G * (int64_t)g0, first = (r / per) * G;
+  const int64_t gs = g1 - first < G ? g1 - first : G, w = r % per;
   *p1 = (int32_t)(first + w % gs);
   *p0 = (int32_t)(w / gs);
 }
@@ -153,26 +154,47 @@ static __device__ __noinline__ void htr_fill_slow(uint32_t sm, const uint16_t* g
                  "r"(v[2] | ((uint32_t)v[3] << 16)), "r"(v[4] | ((uint32_t)v[5] << 16)), "r"(v[6] | ((uint32_t)v[7] << 16)));
   }
 }
+// The fast path of one fill, decided ahead: `full` (interior tile) and the
+// per-thread source pointer and row step of its cp.async chunks.
+struct htr_fast { const uint16_t* p; int64_t step; bool full; };
+// Decides the fill of an R x C tile at `sm` from the access f: interior
+// tiles come back as `full` (copies issued later by htr_fill_fast, holding
+// only a pointer and a step), anything else is staged here through
+// htr_fill_slow.
 template <int R, int C, int T, class Aff>
-HTR_INLINE void htr_fill(uint32_t sm, const uint16_t* g, const Aff& f) {
+HTR_INLINE htr_fast htr_fill_prep(uint32_t sm, const uint16_t* g, const Aff& f) {
   const htr_box b = htr_box_of(f, R, C);
   constexpr int CH = C / 8;
+  htr_fast q;
+  q.p = g; q.step = 0; q.full = false;
   if constexpr (T % CH == 0 && (R * CH) % T == 0) {
-    const bool full = b.fast && b.any && b.lo0 <= 0 && b.hi0 >= R && b.lo1 <= 0 && b.hi1 >= C && b.s1 == 1 &&
-                      ((((unsigned long long)(g + b.o)) | ((unsigned long long)b.s0 * 2ull)) & 15ull) == 0;
-    if (full) {
-      const int r0 = (int)threadIdx.x / CH, ch = (int)threadIdx.x % CH;
-      const uint16_t* p = g + b.o + (int64_t)r0 * b.s0 + ch * 8;
-      const int64_t step = (int64_t)(T / CH) * b.s0;
-#pragma unroll
-      for (int k = 0; k < R * CH / T; ++k) {
-        const int r = r0 + k * (T / CH);
-        htr_cp16(sm + (uint32_t)(r * CH + htr_swz(r, ch, CH)) * 16u, p + k * step);
-      }
-      return;
+    q.full = b.fast && b.any && b.lo0 <= 0 && b.hi0 >= R && b.lo1 <= 0 && b.hi1 >= C && b.s1 == 1 &&
+             ((((unsigned long long)(g + b.o)) | ((unsigned long long)b.s0 * 2ull)) & 15ull) == 0;
+    if (q.full) {
+      q.p = g + b.o + (int64_t)((int)threadIdx.x / CH) * b.s0 + ((int)threadIdx.x % CH) * 8;
+      q.step = (int64_t)(T / CH) * b.s0;
+      return q;
     }
   }
   htr_fill_slow<R, C, T>(sm, g, f, b);
+  return q;
+}
+template <int R, int C, int T>
+HTR_INLINE void htr_fill_fast(uint32_t sm, const htr_fast& q) {
+  constexpr int CH = C / 8;
+  if constexpr (T % CH == 0 && (R * CH) % T == 0) {
+    if (!q.full) return;
+    const int r0 = (int)threadIdx.x / CH, ch = (int)threadIdx.x % CH;
+#pragma unroll
+    for (int k = 0; k < R * CH / T; ++k) {
+      const int r = r0 + k * (T / CH);
+      htr_cp16(sm + (uint32_t)(r * CH + htr_swz(r, ch, CH)) * 16u, q.p + k * q.step);
+    }
+  }
+}
+template <int R, int C, int T, class Aff>
+HTR_INLINE void htr_fill(uint32_t sm, const uint16_t* g, const Aff& f) {
+  htr_fill_fast<R, C, T>(sm, htr_fill_prep<R, C, T>(sm, g, f));
 }
 // acc += A @ B over n iterations; step(j) gives iteration j's accesses
 // (.a, .b). Warp grid WM x WN; each warp owns FM x FN m16n8 tiles. MID:
@@ -240,6 +262,94 @@ HTR_INLINE void htr_dot_loop(float (&acc)[BM / WM / 16][BN / WN / 8][4], const u
     }
     if constexpr (MID) htr_cp_commit();
     rd = rd + 1 == ST ? 0 : rd + 1;
+    wr = wr + 1 == ST ? 0 : wr + 1;
+  }
+  htr_cp_wait<0>();
+}
+// The fragments of k16-step kk of the stage at sa (A) / sb (B) for one warp.
+template <int BM, int BN, int BK, int WM, int WN>
+HTR_INLINE void htr_ld_frags(uint32_t (&af)[BM / WM / 16][4], uint32_t (&bf)[BN / WN / 8][2], uint32_t sa,
+                             uint32_t sb, int kk, int wm0, int wn0, int lane) {
+  constexpr int FM = BM / WM / 16, FN = BN / WN / 8, CA = BK / 8, CB = BN / 8;
+#pragma unroll
+  for (int i = 0; i < FM; ++i) {
+    const int r = wm0 + i * 16 + (lane & 15), c = kk * 2 + (lane >> 4);
+    htr_ldm4(af[i], sa + (uint32_t)(r * CA + htr_swz(r, c, CA)) * 16u);
+  }
+#pragma unroll
+  for (int i = 0; i < FN / 2; ++i) {
+    const int r = kk * 16 + (lane & 15), c = (wn0 + i * 16) / 8 + (lane >> 4);
+    uint32_t t[4];
+    htr_ldm4t(t, sb + (uint32_t)(r * CB + htr_swz(r, c, CB)) * 16u);
+    bf[2 * i][0] = t[0]; bf[2 * i][1] = t[1]; bf[2 * i + 1][0] = t[2]; bf[2 * i + 1][1] = t[3];
+  }
+}
+// htr_dot_loop with double-buffered fragments: step kk + 1's A/B fragments
+// are loaded before step kk's mma.sync, so the tensor cores never wait on
+// ldmatrix. The barrier (and the wait for the next stage's copies) sits
+// before the last k16-step's mma, whose fragments are already in registers,
+// so the next iteration's first fragments load across it. Copies as MID:
+// A after the first step's mma, B after the second; committed before the
+// barrier. Buffer reuse: iteration j's copies overwrite the stage read in
+// iteration j - 1, whose last ldmatrix precedes that iteration's barrier.
+template <bool BF, int BM, int BN, int BK, int WM, int WN, int ST, class Step>
+HTR_INLINE void htr_dot_loop_fd(float (&acc)[BM / WM / 16][BN / WN / 8][4], const uint16_t* A, const uint16_t* B,
+                                int64_t n, const Step& step) {
+  constexpr int T = WM * WN * 32, FM = BM / WM / 16, FN = BN / WN / 8, KS = BK / 16;
+  static_assert(KS % 2 == 0, "the next iteration's first fragments go to buffer 0");
+  constexpr uint32_t AB = BM * BK * 2, SB = AB + BK * BN * 2;
+  extern __shared__ __align__(128) unsigned char htr_smem[];
+  const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+  const int wm0 = (warp / WN) * (BM / WM), wn0 = (warp % WN) * (BN / WN);
+  const uint32_t s0 = htr_smem_u32(htr_smem);
+#pragma unroll
+  for (int s = 0; s < ST - 1; ++s) {
+    if (s < n) {
+      const auto a = step((int64_t)s);
+      htr_fill<BM, BK, T>(s0 + s * SB, A, a.a);
+      htr_fill<BK, BN, T>(s0 + s * SB + AB, B, a.b);
+    }
+    htr_cp_commit();
+  }
+  uint32_t af[2][FM][4], bf[2][FN][2];
+  htr_cp_wait<ST - 2>();
+  __syncthreads();
+  if (n > 0) htr_ld_frags<BM, BN, BK, WM, WN>(af[0], bf[0], s0, s0 + AB, 0, wm0, wn0, lane);
+  int rd = 0, wr = ST - 1;
+  for (int64_t j = 0; j < n; ++j) {
+    const bool pf = j + ST - 1 < n;
+    htr_fast qa{A, 0, false}, qb{B, 0, false};
+    {
+      // Always a real iteration (step may read memory through scalars).
+      // Edge tiles are staged here; interior ones keep two pointers.
+      const auto nx = step(pf ? j + ST - 1 : j);
+      if (pf) {
+        qa = htr_fill_prep<BM, BK, T>(s0 + wr * SB, A, nx.a);
+        qb = htr_fill_prep<BK, BN, T>(s0 + wr * SB + AB, B, nx.b);
+      }
+    }
+    const uint32_t sa = s0 + rd * SB, sb = sa + AB;
+    const int nrd = rd + 1 == ST ? 0 : rd + 1;
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      if (kk == 0) htr_fill_fast<BM, BK, T>(s0 + wr * SB, qa);
+      if (kk == (KS > 1 ? 1 : 0)) htr_fill_fast<BK, BN, T>(s0 + wr * SB + AB, qb);
+      if (kk + 1 < KS) {
+        htr_ld_frags<BM, BN, BK, WM, WN>(af[(kk + 1) & 1], bf[(kk + 1) & 1], sa, sb, kk + 1, wm0, wn0, lane);
+      } else {
+        htr_cp_commit();
+        htr_cp_wait<ST - 2>();
+        __syncthreads();
+        if (j + 1 < n)
+          htr_ld_frags<BM, BN, BK, WM, WN>(af[(kk + 1) & 1], bf[(kk + 1) & 1], s0 + nrd * SB, s0 + nrd * SB + AB, 0,
+                                           wm0, wn0, lane);
+      }
+#pragma unroll
+      for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int jn = 0; jn < FN; ++jn) htr_mma<BF>(acc[i][jn], af[kk & 1][i], bf[kk & 1][jn][0], bf[kk & 1][jn][1]);
+    }
+    rd = nrd;
     wr = wr + 1 == ST ? 0 : wr + 1;
   }
   htr_cp_wait<0>();
@@ -312,7 +422,9 @@ class BlockRenderer {
   BlockRenderer(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec, const AffineInfo& aff,
                 const DotProgram& p, const DotLayout& l)
       : k_(k), a_(a), spec_(spec), aff_(aff), p_(p), l_(l), d_(cuda_dialect()) {}
-  bool mid_ = false;  // CudaTarget::mid_copies
+  bool mid_ = false;   // CudaTarget::mid_copies
+  bool frag_ = false;  // CudaTarget::frag_double (only where BK / 16 is even)
+  uint32_t group_ = 8; // CudaTarget::group
 
   Status run(Rendered* out) {
     std::vector<std::string> params;
@@ -339,7 +451,8 @@ class BlockRenderer {
     s_ = d_.prelude + kBlockPrelude + "\nextern \"C\" __global__ void __launch_bounds__(" + std::to_string(l_.threads) +
          ", 1) " + out->entry + "(int32_t htr_g0, int32_t htr_g1, int32_t htr_g2";
     for (const auto& prm : params) s_ += ", " + prm;
-    s_ += ") {\n  int32_t pid0, pid1, pid2;\n  htr_block_pid(htr_g0, htr_g1, &pid0, &pid1, &pid2);\n"
+    s_ += ") {\n  int32_t pid0, pid1, pid2;\n  htr_block_pid<" + std::to_string(group_) +
+          ">(htr_g0, htr_g1, &pid0, &pid1, &pid2);\n"
           "  (void)pid0; (void)pid1; (void)pid2; (void)htr_g2;\n" + pre;
     depth_ = 1;
     const Op& fo = k_.ops[p_.for_op];
@@ -369,9 +482,14 @@ class BlockRenderer {
          v(p_.acc_init) + ";");
     const std::string tiles = std::to_string(p_.bm) + ", " + std::to_string(p_.bn) + ", " + std::to_string(p_.bk) +
                               ", " + std::to_string(l_.warps_m) + ", " + std::to_string(l_.warps_n);
-    line(std::string("htr_dot_loop<") + (p_.in_dtype == HTR_DTYPE_BF16 ? "true" : "false") + ", " + tiles + ", " +
-         std::to_string(l_.stages) + ", " + (mid_ ? "true" : "false") + ">(htr_acc, " + aff_.ptrs[la.operands[0]].base + ", " +
-         aff_.ptrs[lb.operands[0]].base + ", htr_n, htr_step);");
+    const std::string bf = p_.in_dtype == HTR_DTYPE_BF16 ? "true" : "false";
+    const std::string call = "(htr_acc, " + aff_.ptrs[la.operands[0]].base + ", " + aff_.ptrs[lb.operands[0]].base +
+                             ", htr_n, htr_step);";
+    if (frag_)
+      line("htr_dot_loop_fd<" + bf + ", " + tiles + ", " + std::to_string(l_.stages) + ">" + call);
+    else
+      line("htr_dot_loop<" + bf + ", " + tiles + ", " + std::to_string(l_.stages) + ", " + (mid_ ? "true" : "false") +
+           ">" + call);
     // Epilogue: the scalar code after the loop, the casts, the store.
     scalars(body_end, p_.store_op + 1);
     const Op& so = k_.ops[p_.store_op];
@@ -596,14 +714,16 @@ Status render_cuda(const Kernel& k, const Analysis& a, const std::vector<Special
     if (ok) {
       BlockRenderer br(k, a, spec, aff, p, l);
       br.mid_ = target.mid_copies;
+      br.frag_ = target.frag_double && (p.bk / mma.k) % 2 == 0;
+      br.group_ = target.group >= 1 && target.group <= 64 ? target.group : 8;
       Status s = br.run(out);
       if (!s.ok()) return s;
       launch->block_program = true;
       launch->threads = l.threads;
       launch->smem_bytes = l.smem_bytes;
       char buf[160];
-      std::snprintf(buf, sizeof buf, "block-mma %ux%ux%u warps %ux%u stages %u", p.bm, p.bn, p.bk, l.warps_m,
-                    l.warps_n, l.stages);
+      std::snprintf(buf, sizeof buf, "block-mma %ux%ux%u warps %ux%u stages %u%s", p.bm, p.bn, p.bk, l.warps_m,
+                    l.warps_n, l.stages, br.frag_ ? " frag-db" : br.mid_ ? " mid" : "");
       launch->lowering = buf;
       return Status();
     }

@@ -207,7 +207,8 @@ TEST_CASE("every universal kernel renders to CUDA C that NVRTC compiles for sm_9
     // where the program is dot-shaped; an H200's shared-memory opt-in).
     // The tuning variant with the copies between mma steps (mid_copies) on
     // the first block-lowered case too.
-    const int variants = c.name == "matmul_bf16_block" ? 3 : 2;
+    // Variant 3: double-buffered fragments with program groups of 16.
+    const int variants = c.name == "matmul_bf16_block" ? 4 : 2;
     for (int block = 0; block < variants; ++block) {
       ir::Rendered r;
       ir::CudaLaunch launch;
@@ -215,17 +216,20 @@ TEST_CASE("every universal kernel renders to CUDA C that NVRTC compiles for sm_9
         ir::CudaTarget target;
         target.smem_bytes = 227 * 1024;
         target.mid_copies = block == 2;
+        target.frag_double = block == 3;
+        if (block == 3) target.group = 16;
         REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
         // bf16/f16 matmuls take tensor cores; everything else one thread.
         const bool mma = c.name.rfind("matmul_", 0) == 0 && c.name != "matmul_f32";
         INFO(c.name << ": " << launch.lowering);
         CHECK(launch.block_program == mma);
         CHECK(launch.lowering.rfind(mma ? "block-mma" : "thread (", 0) == 0);
+        if (block == 3) CHECK(launch.lowering.find(" frag-db") != std::string::npos);
       } else {
         REQUIRE(ir::render(kern, an, {}, ir::cuda_dialect(), &r).ok());
       }
       if (const char* dump = std::getenv("HTR_CUDA_TEST_DUMP"); dump != nullptr && *dump != '\0') {
-        const std::string path = std::string(dump) + "/" + c.name + (block == 2 ? ".mid.cu" : block ? ".block.cu" : ".cu");
+        const std::string path = std::string(dump) + "/" + c.name + (block == 3 ? ".fd.cu" : block == 2 ? ".mid.cu" : block ? ".block.cu" : ".cu");
         if (std::FILE* f = std::fopen(path.c_str(), "w")) {
           std::fputs(r.source.c_str(), f);
           std::fclose(f);
