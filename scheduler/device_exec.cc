@@ -52,6 +52,8 @@ htr_status_t ResolveExecSettings(const char* execution, const char* kernels, Exe
 }
 
 DeviceExec::~DeviceExec() {
+  for (htr_tensor_t* t : state_snap_) htr_tensor_release(t);
+  for (htr_tensor_t* t : output_snap_) htr_tensor_release(t);
   for (htr_tensor_t* t : owned_) htr_tensor_release(t);
   for (htr_tensor_t* t : value_tensor_) htr_tensor_release(t);
   for (auto& kv : cache_) htr_kernel_destroy(kv.second);
@@ -133,6 +135,23 @@ htr_status_t DeviceExec::Bind(const Program& p, htr_tensor_t* arena, const std::
       }
     }
     value_tensor_[v] = t;
+  }
+  // Snapshots for Assign, made once so that a step graph can capture the copies into them.
+  auto fresh = [&](ValueId v, htr_tensor_t** t) {
+    const auto& info = p.values[v].info;
+    return htr_tensor_create(device_, info.dtype, static_cast<uint32_t>(info.shape.size()), info.shape.data(), t);
+  };
+  state_snap_.assign(p.states.size(), nullptr);
+  for (size_t i = 0; i < p.states.size(); ++i) {
+    const ValueId v = p.states[i].assigned;
+    if (v == kNoValue || p.slots[v].bytes == 0 || p.values[v].kind != ValueKind::kState) continue;
+    if (htr_status_t st = fresh(v, &state_snap_[i])) return st;
+  }
+  output_snap_.assign(p.outputs.size(), nullptr);
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const ValueId v = p.outputs[i].value;
+    if (p.slots[v].kind != SlotKind::kState || p.slots[v].bytes == 0) continue;
+    if (htr_status_t st = fresh(v, &output_snap_[i])) return st;
   }
   bound_.assign(p.steps.size(), {});
   for (size_t i = 0; i < p.steps.size(); ++i) {
@@ -235,23 +254,60 @@ htr_status_t DeviceExec::RunReference(const Program& p, size_t step, htr_stream_
   return nullptr;
 }
 
-htr_status_t DeviceExec::Finish(const Program& p, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs,
-                                const std::vector<htr_tensor_t*>& states, std::vector<htr_tensor_t*>* outputs) {
-  std::vector<htr_tensor_t*> temps;
+std::string DeviceExec::HostStep(const Program& p) const {
+  for (size_t i = 0; i < kind_.size(); ++i) {
+    if (kind_[i] == StepKind::kReference)
+      return "step " + std::to_string(i) + " (" + p.steps[i].def->name + ") runs its reference kernel on the host";
+  }
+  return "";
+}
+
+htr_status_t DeviceExec::Assign(const Program& p, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs,
+                                const std::vector<htr_tensor_t*>& states) {
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    if (i >= output_snap_.size() || !output_snap_[i]) continue;
+    htr_tensor_t* src = nullptr;
+    if (htr_status_t st = Tensor(p, p.outputs[i].value, inputs, &src)) return st;
+    if (htr_status_t st = htr_tensor_copy(output_snap_[i], src, stream)) return st;
+  }
+  // Assigned values that are themselves states are snapshotted first, so swaps read old contents.
+  std::vector<htr_tensor_t*> src(p.states.size(), nullptr);
+  for (size_t i = 0; i < p.states.size(); ++i) {
+    const ValueId v = p.states[i].assigned;
+    if (v == kNoValue || p.slots[v].bytes == 0) continue;
+    if (htr_status_t st = Tensor(p, v, inputs, &src[i])) return st;
+    if (p.values[v].kind != ValueKind::kState) continue;
+    if (i >= state_snap_.size() || !state_snap_[i])
+      return Err(HTR_STATUS_INTERNAL, "device executable: no snapshot for state " + std::to_string(i));
+    if (htr_status_t st = htr_tensor_copy(state_snap_[i], src[i], stream)) return st;
+    src[i] = state_snap_[i];
+  }
+  for (size_t i = 0; i < p.states.size(); ++i) {
+    if (!src[i] || src[i] == states[i]) continue;
+    if (htr_status_t st = htr_tensor_copy(states[i], src[i], stream)) return st;
+  }
+  return nullptr;
+}
+
+htr_status_t DeviceExec::Publish(const Program& p, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs,
+                                 std::vector<htr_tensor_t*>* outputs) {
   auto done = [&](htr_status_t st) {
-    // Temporaries stay referenced until the stream has run the copies that read them.
-    if (!st && stream) st = htr_stream_synchronize(stream);
-    for (htr_tensor_t* t : temps) htr_tensor_release(t);
+    // Waits for the copies (and the run) before returning.
+    if (stream) {
+      htr_status_t s = htr_stream_synchronize(stream);
+      if (!st) st = s;
+      else htr_status_free(s);
+    }
     return st;
-  };
-  auto fresh = [&](const ops::ValueInfo& info, htr_tensor_t** t) {
-    return htr_tensor_create(device_, info.dtype, static_cast<uint32_t>(info.shape.size()), info.shape.data(), t);
   };
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const ValueId v = p.outputs[i].value;
     htr_tensor_t *src = nullptr, *t = nullptr;
-    if (htr_status_t st = Tensor(p, v, inputs, &src)) return done(st);
-    if (htr_status_t st = fresh(p.values[v].info, &t)) {
+    if (i < output_snap_.size() && output_snap_[i]) src = output_snap_[i];
+    else if (htr_status_t st = Tensor(p, v, inputs, &src)) return done(st);
+    const auto& info = p.values[v].info;
+    if (htr_status_t st = htr_tensor_create(device_, info.dtype, static_cast<uint32_t>(info.shape.size()),
+                                            info.shape.data(), &t)) {
       const std::string m = "output '" + p.outputs[i].name + "' (" + std::to_string(p.slots[v].bytes) +
                             " bytes): " + htr_status_message(st);
       const htr_status_code_t code = htr_status_code(st);
@@ -266,23 +322,6 @@ htr_status_t DeviceExec::Finish(const Program& p, htr_stream_t* stream, const st
     }
     htr_tensor_release((*outputs)[i]);
     (*outputs)[i] = t;
-  }
-  // Assigned values that are themselves states are snapshotted first, so swaps read old contents.
-  std::vector<htr_tensor_t*> src(p.states.size(), nullptr);
-  for (size_t i = 0; i < p.states.size(); ++i) {
-    const ValueId v = p.states[i].assigned;
-    if (v == kNoValue || p.slots[v].bytes == 0) continue;
-    if (htr_status_t st = Tensor(p, v, inputs, &src[i])) return done(st);
-    if (p.values[v].kind != ValueKind::kState) continue;
-    htr_tensor_t* snap = nullptr;
-    if (htr_status_t st = fresh(p.values[v].info, &snap)) return done(st);
-    temps.push_back(snap);
-    if (htr_status_t st = htr_tensor_copy(snap, src[i], stream)) return done(st);
-    src[i] = snap;
-  }
-  for (size_t i = 0; i < p.states.size(); ++i) {
-    if (!src[i] || src[i] == states[i]) continue;
-    if (htr_status_t st = htr_tensor_copy(states[i], src[i], stream)) return done(st);
   }
   return done(nullptr);
 }

@@ -59,10 +59,18 @@ class DeviceExec {
   bool Handles(size_t step) const { return step < kind_.size() && kind_[step] != StepKind::kNone; }
   // Step `step` on `stream`; `inputs` are this run's device tensors per input port.
   htr_status_t Run(const Program& p, size_t step, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs);
-  // After the last step: a new tensor per output (replacing outputs[i]), the assignments into
-  // `states` (all reads see pre-assignment contents), then waits for the stream.
-  htr_status_t Finish(const Program& p, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs,
-                      const std::vector<htr_tensor_t*>& states, std::vector<htr_tensor_t*>* outputs);
+  // After the last step, in two parts. Assign: device copies between tensors made at Bind (so a
+  // step graph can capture them, step_graph.h): outputs that are states are snapshotted, then the
+  // assignments into `states` run (assigned values that are themselves states are snapshotted
+  // first, so swaps and outputs read pre-assignment contents).
+  htr_status_t Assign(const Program& p, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs,
+                      const std::vector<htr_tensor_t*>& states);
+  // The rest: a new tensor per output copied from its value (or its snapshot), then waits for the
+  // stream.
+  htr_status_t Publish(const Program& p, htr_stream_t* stream, const std::vector<htr_tensor_t*>& inputs,
+                       std::vector<htr_tensor_t*>* outputs);
+  // "" when every step it handles runs on the device, else the first step that runs on the host.
+  std::string HostStep(const Program& p) const;
   // "op: why" per step that fell back to its reference kernel.
   const std::vector<std::string>& fallbacks() const { return fallbacks_; }
 
@@ -83,6 +91,8 @@ class DeviceExec {
   std::vector<htr_tensor_t*> value_tensor_;      // per value: arena views and constants (owned)
   std::vector<htr_tensor_t*> states_;            // borrowed
   std::vector<htr_tensor_t*> owned_;             // scratch
+  std::vector<htr_tensor_t*> state_snap_;        // per state port: snapshot of its assigned state (owned)
+  std::vector<htr_tensor_t*> output_snap_;       // per output port whose value is a state (owned)
   std::vector<std::string> fallbacks_;
 };
 

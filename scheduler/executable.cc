@@ -5,9 +5,12 @@
 //    matmul steps go to the plugin's library op (htr_op_run) where htr_op_query accepts them;
 //  - device mode (devices with kernel IR, or forced with HTR_EXEC=device / options.execution):
 //    every step runs on the device as a fused kernel, a library op or a generated kernel
-//    (scheduler/device_exec.h), on the run's stream, with no host round trip;
+//    (scheduler/device_exec.h), on the run's stream, with no host round trip; a static plan's
+//    device work is captured as one graph on its second run and replayed after (step_graph.h;
+//    HTR_GRAPHS=0 turns that off);
 //  - other devices: a HostEngine runs everything on host copies; states and inputs are staged in
 //    before and assigned states staged out after each run.
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -24,7 +27,9 @@
 #include "htr/htr_graph.h"
 #include "program.h"
 #include "memory_report.h"  // memory passes and report (issue 5)
+#include "runtime/log.h"
 #include "runtime/profiler.h"
+#include "step_graph.h"  // whole-step capture and replay of the device mode
 
 
 namespace {
@@ -67,10 +72,12 @@ struct htr_executable_s {
   bool device_mode = false;                        // scheduler/device_exec.h
   std::unique_ptr<htr::sched::DeviceExec> dexec;   // device mode: generated kernels and copies
   htr_stream_t* own_stream = nullptr;              // device mode: runs given no stream
+  std::unique_ptr<htr::sched::StepGraph> step_graph;  // device mode: the captured run (step_graph.h)
 
   const Program& prog() const { return engine ? engine->program() : program; }
 
   ~htr_executable_s() {
+    step_graph.reset();
     fusion.reset();
     dexec.reset();
     htr_tensor_release(arena);
@@ -338,6 +345,84 @@ htr_status_t RunStaged(htr_executable_s* e) {
   return nullptr;
 }
 
+// Device mode, the device work of a run: every step, then the assignments (device copies between
+// tensors made at bind time). `capturing`: recorded into a step graph, not run (no waits).
+htr_status_t RunDeviceSteps(htr_executable_s* e, htr_stream_t* stream, bool capturing) {
+  Program& p = e->program;
+  LibRunner runner(e);
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const htr::sched::Step& s = p.steps[i];
+    if (s.alias) continue;
+    htr::prof::StepScope prof_step(p, i, &runner);  // profiler: one branch when off
+    htr_status_t cst = runner.Handles(i) ? ToC(runner.Run(i)) : e->dexec->Run(p, i, stream, e->run_input_tensor);
+    if (cst) {
+      const std::string m = "step " + std::to_string(i) + " (" + s.def->name + ", " + e->impl[i] + "): " +
+                            htr_status_message(cst);
+      const htr_status_code_t code = htr_status_code(cst);
+      htr_status_free(cst);
+      if (!capturing) htr_status_free(htr_stream_synchronize(stream));  // nothing may still read freed inputs
+      return Err(code, m);
+    }
+  }
+  htr_status_t st = e->dexec->Assign(p, stream, e->run_input_tensor, e->states);
+  if (st && !capturing) htr_status_free(htr_stream_synchronize(stream));
+  return st;
+}
+
+// The plan's device work eagerly, as a new step graph, or by replaying the step graph
+// (step_graph.h), then the outputs.
+htr_status_t RunDeviceWork(htr_executable_s* e, htr_stream_t* stream) {
+  Program& p = e->program;
+  htr::sched::StepGraph* g = e->step_graph.get();
+  htr::sched::StepGraphAction action = htr::sched::StepGraphAction::kEager;
+  std::vector<uint64_t> key;
+  bool captured_now = false;  // this run's replay follows its capture (not a steady-state replay)
+  if (g) {
+    key = htr::sched::StepGraphKey(stream, e->run_input_tensor);
+    action = g->policy().Next(key, htr::prof::Enabled());
+    if (g->policy().off()) g->Drop();
+  }
+  if (action == htr::sched::StepGraphAction::kCapture) {
+    htr_status_t st = g->BeginCapture(stream);
+    if (!st) {
+      st = RunDeviceSteps(e, stream, true);
+      htr_status_t end = g->EndCapture(stream);  // always: leaves the stream usable
+      if (!st) st = end;
+      else htr_status_free(end);
+    }
+    if (st) {  // nothing ran on the device: redo the run eagerly, without graphs from now on
+      g->policy().CaptureFailed(htr_status_message(st));
+      HTR_LOG_WARN_("device executable: step graph off: capture failed: {}", htr_status_message(st));
+      htr_status_free(st);
+      g->Drop();
+      action = htr::sched::StepGraphAction::kEager;
+    } else {
+      g->policy().Captured(key);
+      captured_now = true;
+      HTR_LOG_INFO_("device executable: captured the run as a graph of {} nodes ({} steps); later runs replay it",
+                    g->nodes(), p.steps.size());
+      action = htr::sched::StepGraphAction::kReplay;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  if (action == htr::sched::StepGraphAction::kReplay) {
+    if (htr_status_t st = g->Launch(stream)) {
+      htr_status_free(htr_stream_synchronize(stream));
+      return st;
+    }
+  } else {
+    htr_status_t st = RunDeviceSteps(e, stream, false);
+    if (g) g->policy().EagerDone(st == nullptr);
+    if (st) return st;
+  }
+  if (g && !captured_now) {  // host time to issue the run's device work (logged by the StepGraph)
+    size_t steps = 0;
+    for (const auto& s : p.steps) steps += s.alias ? 0 : 1;
+    g->NoteIssue(action, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), steps);
+  }
+  return e->dexec->Publish(p, stream, e->run_input_tensor, &e->outputs);
+}
+
 // Device mode: inputs as device tensors (bound ones in place when contiguous on this device),
 // every step on one stream, outputs and assignments as device copies (scheduler/device_exec.h).
 htr_status_t RunDevice(htr_executable_s* e) {
@@ -362,22 +447,7 @@ htr_status_t RunDevice(htr_executable_s* e) {
     if (htr_status_t st = htr_tensor_copy(e->staging[i], b, stream)) return st;
     e->run_input_tensor[i] = e->staging[i];
   }
-  LibRunner runner(e);
-  for (size_t i = 0; i < p.steps.size(); ++i) {
-    const htr::sched::Step& s = p.steps[i];
-    if (s.alias) continue;
-    htr::prof::StepScope prof_step(p, i, &runner);  // profiler: one branch when off
-    htr_status_t cst = runner.Handles(i) ? ToC(runner.Run(i)) : e->dexec->Run(p, i, stream, e->run_input_tensor);
-    if (cst) {
-      const std::string m = "step " + std::to_string(i) + " (" + s.def->name + ", " + e->impl[i] + "): " +
-                            htr_status_message(cst);
-      const htr_status_code_t code = htr_status_code(cst);
-      htr_status_free(cst);
-      htr_status_free(htr_stream_synchronize(stream));  // nothing may still read freed inputs
-      return Err(code, m);
-    }
-  }
-  return e->dexec->Finish(p, stream, e->run_input_tensor, e->states, &e->outputs);
+  return RunDeviceWork(e, stream);
 }
 
 htr_status_t NullArg(const char* fn, const char* arg) {
@@ -506,6 +576,13 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       if (plugin == "vulkan") lo.max_grid[0] = 65535;  // maxComputeWorkGroupCount's guaranteed minimum
       if (htr_status_t st = e->dexec->Prepare(p, todo, lo, &e->impl)) return st;
       if (htr_status_t st = e->dexec->Bind(p, e->arena, e->states)) return st;
+      // Whole-step graphs (step_graph.h): a static plan is captured on its second run.
+      e->step_graph.reset(new htr::sched::StepGraph(device));
+      e->step_graph->policy().Configure(htr::sched::GraphsEnabledByEnv(), htr::sched::PluginGraphSupport(device),
+                                        e->dexec->HostStep(p));
+      const htr::sched::StepGraphPolicy& gp = e->step_graph->policy();
+      if (gp.off()) HTR_LOG_INFO_("device executable: step graphs off: {}", gp.off_why());
+      else HTR_LOG_INFO_("device executable: step graphs on (captured on the second run)");
     }
   } else {
     e->lib_index.assign(p.steps.size(), -1);

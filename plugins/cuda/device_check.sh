@@ -7,9 +7,13 @@
 #   DIR/device_check.sh bench [OUT]               # there: the benches only
 #   DIR/device_check.sh comm [OUT]                # there: conform (all suites, or $SUITES; collectives
 #                                                 # on every GPU, watchdog at 5 s) + overhead with its peers
+#   DIR/device_check.sh graphs [OUT]              # there: overhead (twice), whole-step graph parity
+#                                                 # (htr-train eager vs graphs), tests/cuda, conform graphs
 #
 # pack copies htr-info, htr-conform, test_plugins, test_cuda_kernels,
-# htr-bench-gpu, libhtr, libhtr_cuda.so, the non-glibc libraries they link,
+# htr-bench-gpu, htr-train and test_cuda_graph_policy (where built), the
+# fortunes corpus as one file (where installed), tests/cuda/graph_parity.sh,
+# libhtr, libhtr_cuda.so, the non-glibc libraries they link,
 # and this machine's glibc with its loader (used only when the GPU machine's
 # glibc is older than the one the binaries were linked against). DIR stays
 # well under 64 MiB (debug info stripped). NVRTC, cuBLASLt and NCCL are not
@@ -23,6 +27,9 @@ pack)
   mkdir -p "$D/bin" "$D/lib" "$D/glibc" "$D/plugins"
   bins="$B/tools/htr-conform/htr-conform $B/tools/htr-info/htr-info $B/tests/plugins/test_plugins
         $B/tests/cuda/test_cuda_kernels $B/tools/htr-bench/htr-bench-gpu"
+  for extra in "$B/samples/htr-train/htr-train" "$B/tests/cuda/test_cuda_graph_policy"; do
+    [ -x "$extra" ] && bins="$bins $extra"
+  done
   cp -L $bins "$D/bin/"
   cp -L "$B/runtime/libhtr.so.1" "$D/lib/"
   for f in $bins "$B/runtime/libhtr.so.1"; do
@@ -41,9 +48,14 @@ pack)
   strip --strip-debug "$D"/bin/* "$D"/lib/* "$D/plugins/libhtr_cuda.so" 2>/dev/null || true
   cp "$0" "$D/device_check.sh"
   cp "$(dirname "$0")/overhead_peer.py" "$D/"
+  cp "$(dirname "$0")/../../tests/cuda/graph_parity.sh" "$D/"
+  if [ -d /usr/share/games/fortunes ]; then
+    find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' -print0 | sort -z |
+      xargs -0 cat > "$D/data.txt"
+  fi
   du -sh "$D"
   ;;
-run|bench|comm)
+run|bench|comm|graphs)
   set +o pipefail  # `ldd --version | head -1` and the like end their writers early
   D=$(cd "$(dirname "$0")" && pwd)
   OUT=${2:-${OUT:-/tmp/htr-cuda-check}}
@@ -89,6 +101,29 @@ run|bench|comm)
     echo "exit status ${PIPESTATUS[0]}"
     echo '$ test_plugins [cuda]'
     run "$D/bin/test_plugins" "[cuda]" 2>&1 | tail -8
+  fi
+  if [ "$1" = graphs ]; then
+    export D vendor
+    for i in 1 2; do
+      echo "\$ htr-bench-gpu overhead   # run $i"
+      run "$D/bin/htr-bench-gpu" overhead 2>&1 | tee "$OUT/bench-overhead-$i.jsonl"
+    done
+    echo '$ graph_parity.sh (htr-train --device cuda:0 --preset tiny --steps 20, HTR_GRAPHS=0 vs 1)'
+    if [ "$(printf '%s\n2.36\n' "$glibc" | sort -V | head -1)" = "2.36" ]; then
+      T="env LD_LIBRARY_PATH=$D/lib:$vendor $D/bin/htr-train"
+    else
+      T="$D/glibc/ld-linux-x86-64.so.2 --library-path $D/lib:$D/glibc:$vendor $D/bin/htr-train"
+    fi
+    timeout 200 bash "$D/graph_parity.sh" "$T" "$OUT/parity" cuda:0 "${STEPS:-20}" --data "$D/data.txt"
+    rc=$?
+    echo "graph parity rc=$rc"
+    echo '$ test_cuda_graph_policy'
+    run "$D/bin/test_cuda_graph_policy" 2>&1 | tail -3
+    echo '$ test_cuda_kernels'
+    timeout 120 bash -c "$(declare -f run); run $D/bin/test_cuda_kernels" 2>&1 | tail -6
+    echo '$ htr-conform --plugin libhtr_cuda.so --suite graphs'
+    timeout 120 bash -c "$(declare -f run); run $D/bin/htr-conform --plugin $D/plugins/libhtr_cuda.so --suite graphs" 2>&1 | tail -8
+    exit "$rc"
   fi
   if [ "$1" = comm ]; then
     echo '$ htr-info'

@@ -13,7 +13,16 @@
 //            plugin, ABI 1.2), then --replays graph_launch calls; per node:
 //            wall time of all replays until the stream is idle / (replays x
 //            nodes), next to the same work launched eagerly (also until
-//            idle), and the host time of one graph_launch call.
+//            idle), the host time of one graph_launch call and per node
+//            (host_us_per_node: what an op costs the host when a whole step
+//            is replayed), and the graph's node count (extra nodes =
+//            memsets/copies/events the plugin added).
+//   Plugin and graph parts run for three kernels (impl suffix):
+//     (none)    the add above: tile of 32 per program, one thread per program
+//               (the per-thread lowering: 32-element arrays in local memory);
+//     :add1     a scalar add, one element per program (no tiles), n = 1;
+//     :add1_n0  the same kernel with n = 0: every program exits at its mask,
+//               so a node's device time is the launch's own.
 // The plugin table is reached by dlopen of the path the runtime loaded
 // (same library instance), initialized with a host built on htr_status_new,
 // so the plugin part needs no runtime internals.
@@ -26,7 +35,11 @@
 //            --nodes-node graph of the empty kernel replayed (per node until
 //            idle). htr's own host overhead is runtime/plugin minus the
 //            driver's launch; "graph" against "driver_graph" shows what the
-//            plugin's kernel adds to a replayed node.
+//            plugin's kernel adds to a replayed node. The driver part also
+//            loads the plugin's own cubins (from its cache, HTR_CACHE_DIR) and
+//            replays graphs of them through the driver alone
+//            (driver_graph:<kernel>): equal to "graph" means the per-node
+//            cost is the kernel's body, not htr's graph path.
 //
 //   htr-bench overhead [--device cuda:0] [--ops 20000] [--batch 200] [--nodes 100]
 //                      [--replays 200]
@@ -44,6 +57,7 @@
 #include "htr/htr_kernel.h"
 #include "htr/htr_plugin.h"
 #include "ops/kernels/kernels.h"
+#include "ops/lang/lang.h"
 #include "registry.h"
 
 namespace bench {
@@ -100,8 +114,42 @@ int Fail(const std::string& what) {
   return 1;
 }
 
+// One kernel measured at the plugin level; `suffix` is appended to the impl names.
+struct KernelCase {
+  std::string suffix;
+  std::vector<uint8_t> ir;
+  int64_t n = 1;  // the kernel's element count argument
+};
+
+// A cubin of the plugin's cache, for the driver part.
+struct CubinRef {
+  std::string suffix, path, entry;
+  int64_t n = 1;
+};
+
+std::string CacheDir() {
+  const char* c = std::getenv("HTR_CACHE_DIR");  // NOLINT: same rule as plugins/cuda/cuda_nvrtc.cc
+  if (c != nullptr && *c != '\0') return std::string(c) + "/cuda";
+  const char* home = std::getenv("HOME");  // NOLINT
+  if (home != nullptr && *home != '\0') return std::string(home) + "/.cache/htr/cuda";
+  return "";
+}
+
+// out[i] = x[i] + y[i] for i = program_id(0) < n: scalar code, one element per program.
+bool BuildScalarAdd(std::vector<uint8_t>* ir) {
+  htr::lang::Builder b("scalar_add");
+  htr::lang::Value X = b.arg_ptr("x", HTR_DTYPE_F32, true), Y = b.arg_ptr("y", HTR_DTYPE_F32, true);
+  htr::lang::Value O = b.arg_ptr("out", HTR_DTYPE_F32);
+  htr::lang::Value n = b.arg_scalar("n", HTR_DTYPE_I32);
+  htr::lang::Value i = b.program_id(0);
+  htr::lang::Value m = i < n;
+  b.store(O + i, b.load(X + i, m) + b.load(Y + i, m), m);
+  return b.serialize(ir).ok();
+}
+
 // Plugin-level part: own context on the already-loaded library.
-int PluginPart(const Options& o, const std::string& path, uint32_t index, const std::vector<uint8_t>& ir) {
+int PluginPart(const Options& o, const std::string& path, uint32_t index, const std::vector<KernelCase>& cases,
+               std::vector<CubinRef>* cubins) {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return Fail("dlopen " + path);
   auto get = reinterpret_cast<htr_plugin_get_api_fn>(dlsym(lib, HTR_PLUGIN_ENTRY_SYMBOL));
@@ -130,86 +178,102 @@ int PluginPart(const Options& o, const std::string& path, uint32_t index, const 
       rc = Fail("plugin has no kernel IR entries");
       break;
     }
-    htr_kernel_compile_args_t ca{};
-    ca.struct_size = sizeof ca;
-    ca.ir = ir.data();
-    ca.ir_size = ir.size();
-    if (!check(api->kernel_compile(dev, &ca, &k, nullptr), "kernel_compile")) break;
-    htr_kernel_arg_t args[4] = {};
-    for (int i = 0; i < 3; ++i) args[i].buffer = buf[i];
-    args[3].i = 1;
-    htr_kernel_launch_args_t la{};
-    la.struct_size = sizeof la;
-    la.grid[0] = la.grid[1] = la.grid[2] = 1;
-    la.args = args;
-    la.num_args = 4;
-    for (int i = 0; i < 100; ++i) ok = ok && check(api->kernel_launch(st, k, &la), "kernel_launch");
-    if (!ok || !check(api->stream_synchronize(st), "stream_synchronize")) break;
-    double host_s = 0;
-    for (int done = 0; done < o.ops && ok; done += o.batch) {
-      const auto t0 = Clock::now();
-      for (int i = 0; i < o.batch && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch");
-      host_s += Since(t0);
-      ok = ok && check(api->stream_synchronize(st), "stream_synchronize");
-    }
-    if (!ok) break;
-    const int launched = (o.ops + o.batch - 1) / o.batch * o.batch;
-    Out(o, "plugin", "host_us_per_launch", host_s / launched * 1e6, launched);
-    // Device time per back-to-back launch of this kernel (plugin timers): what bounds a replayed
-    // graph of it, next to the driver's empty kernel below.
-    if (api->event_elapsed_ns != nullptr) {
-      htr_plugin_event_t *e0 = nullptr, *e1 = nullptr;
-      if (check(api->event_create(dev, &e0), "event_create") && check(api->event_create(dev, &e1), "event_create") &&
-          check(api->event_record(e0, st), "event_record")) {
-        for (int i = 0; i < o.batch && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch");
-        uint64_t ns = 0;
-        if (ok && check(api->event_record(e1, st), "event_record") && check(api->stream_synchronize(st), "sync") &&
-            check(api->event_elapsed_ns(e0, e1, &ns), "event_elapsed_ns"))
-          Out(o, "plugin", "device_us_per_launch", static_cast<double>(ns) / 1e3 / o.batch, o.batch);
+    for (const KernelCase& kc : cases) {
+      if (k) api->kernel_destroy(k);
+      k = nullptr;
+      const std::string sfx = kc.suffix;
+      htr_kernel_compile_args_t ca{};
+      ca.struct_size = sizeof ca;
+      ca.ir = kc.ir.data();
+      ca.ir_size = kc.ir.size();
+      htr_kernel_compile_info_t info{};
+      info.struct_size = sizeof info;
+      if (!check(api->kernel_compile(dev, &ca, &k, &info), "kernel_compile")) break;
+      {
+        htr_sdk::ir::Kernel parsed;
+        const std::string dir = CacheDir();
+        if (!dir.empty() && htr_sdk::ir::read(kc.ir.data(), kc.ir.size(), &parsed).ok())
+          cubins->push_back({sfx, dir + "/" + info.cache_key + ".cubin", "htr_k_" + parsed.name, kc.n});
       }
-      if (e0) api->event_destroy(e0);
-      if (e1) api->event_destroy(e1);
-      if (!ok || rc != 0) break;
+      htr_kernel_arg_t args[4] = {};
+      for (int i = 0; i < 3; ++i) args[i].buffer = buf[i];
+      args[3].i = kc.n;
+      htr_kernel_launch_args_t la{};
+      la.struct_size = sizeof la;
+      la.grid[0] = la.grid[1] = la.grid[2] = 1;
+      la.args = args;
+      la.num_args = 4;
+      for (int i = 0; i < 100; ++i) ok = ok && check(api->kernel_launch(st, k, &la), "kernel_launch");
+      if (!ok || !check(api->stream_synchronize(st), "stream_synchronize")) break;
+      double host_s = 0;
+      for (int done = 0; done < o.ops && ok; done += o.batch) {
+        const auto t0 = Clock::now();
+        for (int i = 0; i < o.batch && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch");
+        host_s += Since(t0);
+        ok = ok && check(api->stream_synchronize(st), "stream_synchronize");
+      }
+      if (!ok) break;
+      const int launched = (o.ops + o.batch - 1) / o.batch * o.batch;
+      Out(o, "plugin" + sfx, "host_us_per_launch", host_s / launched * 1e6, launched);
+      // Device time per back-to-back launch of this kernel (plugin timers): what bounds a replayed
+      // graph of it, next to the driver's empty kernel below.
+      if (api->event_elapsed_ns != nullptr) {
+        htr_plugin_event_t *e0 = nullptr, *e1 = nullptr;
+        if (check(api->event_create(dev, &e0), "event_create") && check(api->event_create(dev, &e1), "event_create") &&
+            check(api->event_record(e0, st), "event_record")) {
+          for (int i = 0; i < o.batch && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch");
+          uint64_t ns = 0;
+          if (ok && check(api->event_record(e1, st), "event_record") && check(api->stream_synchronize(st), "sync") &&
+              check(api->event_elapsed_ns(e0, e1, &ns), "event_elapsed_ns"))
+            Out(o, "plugin" + sfx, "device_us_per_launch", static_cast<double>(ns) / 1e3 / o.batch, o.batch);
+        }
+        if (e0) api->event_destroy(e0);
+        if (e1) api->event_destroy(e1);
+        if (!ok || rc != 0) break;
+      }
+      auto t0 = Clock::now();
+      // Eager: nodes launches, until idle.
+      t0 = Clock::now();
+      for (int r = 0; r < o.replays && ok; ++r)
+        for (int i = 0; i < o.nodes && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch");
+      if (!ok || !check(api->stream_synchronize(st), "stream_synchronize")) break;
+      const double eager_s = Since(t0);
+      Out(o, "eager" + sfx, "us_per_launch_until_idle", eager_s / (double(o.replays) * o.nodes) * 1e6,
+          o.replays * o.nodes);
+      if (!HTR_STRUCT_HAS_FIELD(api, htr_plugin_api_t, graph_destroy) || api->graph_capture_begin == nullptr) {
+        std::fprintf(stderr, "htr-bench overhead: plugin has no graph entries; graph part skipped\n");
+        break;
+      }
+      htr_plugin_graph_t* g = nullptr;
+      uint64_t n_nodes = 0;
+      if (!check(api->graph_capture_begin(st), "graph_capture_begin")) break;
+      for (int i = 0; i < o.nodes && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch (capture)");
+      if (!check(api->graph_capture_end(st, &g, &n_nodes), "graph_capture_end") || !ok) break;
+      for (int i = 0; i < 5 && ok; ++i) ok = check(api->graph_launch(st, g), "graph_launch");
+      ok = ok && check(api->stream_synchronize(st), "stream_synchronize");
+      t0 = Clock::now();
+      for (int r = 0; r < o.replays && ok; ++r) ok = check(api->graph_launch(st, g), "graph_launch");
+      const double launch_host_s = Since(t0);
+      ok = ok && check(api->stream_synchronize(st), "stream_synchronize");
+      const double graph_s = Since(t0);
+      api->graph_destroy(g);
+      if (!ok) break;
+      Line l;
+      l.bench = "overhead";
+      l.impl = "graph" + sfx;
+      l.device = o.device;
+      l.shape = "add f32[1] x " + std::to_string(o.nodes) + " nodes";
+      l.metric = "replay_us_per_node";
+      l.value = graph_s / (double(o.replays) * o.nodes) * 1e6;
+      l.unit = "us";
+      l.reps = o.replays;
+      l.extra["graph_nodes"] = n_nodes;
+      l.extra["host_us_per_graph_launch"] = launch_host_s / o.replays * 1e6;
+      l.extra["host_us_per_node"] = launch_host_s / (double(o.replays) * o.nodes) * 1e6;
+      l.extra["eager_us_per_launch_until_idle"] = eager_s / (double(o.replays) * o.nodes) * 1e6;
+      l.extra["backend"] = info.backend;
+      Emit(l);
     }
-    auto t0 = Clock::now();
-    // Eager: nodes launches, until idle.
-    t0 = Clock::now();
-    for (int r = 0; r < o.replays && ok; ++r)
-      for (int i = 0; i < o.nodes && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch");
-    if (!ok || !check(api->stream_synchronize(st), "stream_synchronize")) break;
-    const double eager_s = Since(t0);
-    Out(o, "eager", "us_per_launch_until_idle", eager_s / (double(o.replays) * o.nodes) * 1e6, o.replays * o.nodes);
-    if (!HTR_STRUCT_HAS_FIELD(api, htr_plugin_api_t, graph_destroy) || api->graph_capture_begin == nullptr) {
-      std::fprintf(stderr, "htr-bench overhead: plugin has no graph entries; graph part skipped\n");
-      break;
-    }
-    htr_plugin_graph_t* g = nullptr;
-    uint64_t n_nodes = 0;
-    if (!check(api->graph_capture_begin(st), "graph_capture_begin")) break;
-    for (int i = 0; i < o.nodes && ok; ++i) ok = check(api->kernel_launch(st, k, &la), "kernel_launch (capture)");
-    if (!check(api->graph_capture_end(st, &g, &n_nodes), "graph_capture_end") || !ok) break;
-    for (int i = 0; i < 5 && ok; ++i) ok = check(api->graph_launch(st, g), "graph_launch");
-    ok = ok && check(api->stream_synchronize(st), "stream_synchronize");
-    t0 = Clock::now();
-    for (int r = 0; r < o.replays && ok; ++r) ok = check(api->graph_launch(st, g), "graph_launch");
-    const double launch_host_s = Since(t0);
-    ok = ok && check(api->stream_synchronize(st), "stream_synchronize");
-    const double graph_s = Since(t0);
-    api->graph_destroy(g);
-    if (!ok) break;
-    Line l;
-    l.bench = "overhead";
-    l.impl = "graph";
-    l.device = o.device;
-    l.shape = "add f32[1] x " + std::to_string(o.nodes) + " nodes";
-    l.metric = "replay_us_per_node";
-    l.value = graph_s / (double(o.replays) * o.nodes) * 1e6;
-    l.unit = "us";
-    l.reps = o.replays;
-    l.extra["graph_nodes"] = n_nodes;
-    l.extra["host_us_per_graph_launch"] = launch_host_s / o.replays * 1e6;
-    l.extra["eager_us_per_launch_until_idle"] = eager_s / (double(o.replays) * o.nodes) * 1e6;
-    Emit(l);
   } while (false);
   if (k) api->kernel_destroy(k);
   for (auto* b : buf)
@@ -248,6 +312,8 @@ struct Cu {
   CUres (*cuGraphLaunch)(void*, void*);
   CUres (*cuGraphExecDestroy)(void*);
   CUres (*cuGraphDestroy)(void*);
+  CUres (*cuMemAlloc_v2)(unsigned long long*, size_t);  // NOLINT(runtime/int)
+  CUres (*cuMemFree_v2)(unsigned long long);           // NOLINT(runtime/int)
 };
 
 const char kEmptyPtx[] =
@@ -255,7 +321,17 @@ const char kEmptyPtx[] =
     ".visible .entry empty(.param .u32 g0, .param .u32 g1, .param .u32 g2, .param .u64 a, .param .u64 b,\n"
     "  .param .u64 c, .param .u32 n)\n{\n  ret;\n}\n";
 
-int DriverPart(const Options& o, int ordinal) {
+bool ReadFile(const std::string& path, std::vector<char>* out) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char chunk[65536];
+  size_t n = 0;
+  while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) out->insert(out->end(), chunk, chunk + n);
+  std::fclose(f);
+  return !out->empty();
+}
+
+int DriverPart(const Options& o, int ordinal, const std::vector<CubinRef>& cubins) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return Fail("driver part: dlopen libcuda.so.1 failed");
   Cu cu{};
@@ -288,6 +364,8 @@ int DriverPart(const Options& o, int ordinal) {
   sym(&cu.cuGraphLaunch, "cuGraphLaunch");
   sym(&cu.cuGraphExecDestroy, "cuGraphExecDestroy");
   sym(&cu.cuGraphDestroy, "cuGraphDestroy");
+  sym(&cu.cuMemAlloc_v2, "cuMemAlloc_v2");
+  sym(&cu.cuMemFree_v2, "cuMemFree_v2");
   if (!ok) return Fail("driver part: a driver symbol is missing");
   int dev = 0;
   void *ctx = nullptr, *mod = nullptr, *fn = nullptr, *st = nullptr, *e0 = nullptr, *e1 = nullptr;
@@ -343,31 +421,60 @@ int DriverPart(const Options& o, int ordinal) {
     float ms = 0;
     if (!chk(cu.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime")) break;
     Out(o, "driver", "device_us_per_launch", ms * 1e3 / o.batch, o.batch);
-    // A graph of --nodes empty launches, replayed.
-    void *graph = nullptr, *exec = nullptr;
-    if (!chk(cu.cuStreamBeginCapture_v2(st, 2), "cuStreamBeginCapture")) break;
-    for (int i = 0; i < o.nodes && ok; ++i) ok = chk(launch(), "cuLaunchKernel (capture)");
-    if (!chk(cu.cuStreamEndCapture(st, &graph), "cuStreamEndCapture") || !ok) break;
-    if (!chk(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate")) break;
-    for (int i = 0; i < 5 && ok; ++i) ok = chk(cu.cuGraphLaunch(exec, st), "cuGraphLaunch");
-    ok = ok && chk(cu.cuStreamSynchronize(st), "cuStreamSynchronize");
-    auto t0 = Clock::now();
-    for (int r = 0; r < o.replays && ok; ++r) ok = chk(cu.cuGraphLaunch(exec, st), "cuGraphLaunch");
-    ok = ok && chk(cu.cuStreamSynchronize(st), "cuStreamSynchronize");
-    const double graph_s = Since(t0);
-    cu.cuGraphExecDestroy(exec);
-    cu.cuGraphDestroy(graph);
-    if (!ok) break;
-    Line l;
-    l.bench = "overhead";
-    l.impl = "driver_graph";
-    l.device = o.device;
-    l.shape = "empty kernel x " + std::to_string(o.nodes) + " nodes";
-    l.metric = "replay_us_per_node";
-    l.value = graph_s / (double(o.replays) * o.nodes) * 1e6;
-    l.unit = "us";
-    l.reps = o.replays;
-    Emit(l);
+    // A graph of --nodes launches of `fn_`, replayed (wall time until idle per node).
+    auto replay = [&](void* fn_, void** params_, const std::string& impl, const std::string& shape) {
+      auto launch_ = [&] { return cu.cuLaunchKernel(fn_, 1, 1, 1, 64, 1, 1, 0, st, params_, nullptr); };
+      void *graph = nullptr, *exec = nullptr;
+      if (!chk(cu.cuStreamBeginCapture_v2(st, 2), "cuStreamBeginCapture")) return false;
+      for (int i = 0; i < o.nodes && ok; ++i) ok = chk(launch_(), "cuLaunchKernel (capture)");
+      if (!chk(cu.cuStreamEndCapture(st, &graph), "cuStreamEndCapture") || !ok) return false;
+      if (!chk(cu.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate")) return false;
+      for (int i = 0; i < 5 && ok; ++i) ok = chk(cu.cuGraphLaunch(exec, st), "cuGraphLaunch");
+      ok = ok && chk(cu.cuStreamSynchronize(st), "cuStreamSynchronize");
+      auto t0 = Clock::now();
+      for (int r = 0; r < o.replays && ok; ++r) ok = chk(cu.cuGraphLaunch(exec, st), "cuGraphLaunch");
+      ok = ok && chk(cu.cuStreamSynchronize(st), "cuStreamSynchronize");
+      const double graph_s = Since(t0);
+      cu.cuGraphExecDestroy(exec);
+      cu.cuGraphDestroy(graph);
+      if (!ok) return false;
+      Line l;
+      l.bench = "overhead";
+      l.impl = impl;
+      l.device = o.device;
+      l.shape = shape + " x " + std::to_string(o.nodes) + " nodes";
+      l.metric = "replay_us_per_node";
+      l.value = graph_s / (double(o.replays) * o.nodes) * 1e6;
+      l.unit = "us";
+      l.reps = o.replays;
+      Emit(l);
+      return true;
+    };
+    if (!replay(fn, params, "driver_graph", "empty kernel")) break;
+    // The plugin's own cubins through the driver alone: the same kernel body without htr.
+    unsigned long long dbuf[3] = {0, 0, 0};  // NOLINT(runtime/int)
+    for (auto& b : dbuf) ok = ok && chk(cu.cuMemAlloc_v2(&b, 1024), "cuMemAlloc");
+    for (const CubinRef& c : cubins) {
+      if (!ok) break;
+      std::vector<char> bin;
+      if (!ReadFile(c.path, &bin)) {
+        std::fprintf(stderr, "htr-bench overhead: no cubin at %s; driver_graph%s skipped\n", c.path.c_str(),
+                     c.suffix.c_str());
+        continue;
+      }
+      void *m = nullptr, *f = nullptr;
+      if (!chk(cu.cuModuleLoadData(&m, bin.data()), "cuModuleLoadData (plugin cubin)")) break;
+      if (chk(cu.cuModuleGetFunction(&f, m, c.entry.c_str()), "cuModuleGetFunction (plugin cubin)")) {
+        int32_t cn = static_cast<int32_t>(c.n);
+        int32_t cg[3] = {1, 1, 1};
+        void* cp[7] = {&cg[0], &cg[1], &cg[2], &dbuf[0], &dbuf[1], &dbuf[2], &cn};
+        replay(f, cp, "driver_graph" + (c.suffix.empty() ? std::string(":add") : c.suffix),
+               "plugin cubin " + c.entry);
+      }
+      cu.cuModuleUnload(m);
+    }
+    for (auto b : dbuf)
+      if (b) cu.cuMemFree_v2(b);
   } while (false);
   if (e0) cu.cuEventDestroy_v2(e0);
   if (e1) cu.cuEventDestroy_v2(e1);
@@ -469,8 +576,16 @@ int RunOverhead(const Args& args) {
   if (rc == 0 && !plugin_path.empty()) {
     const size_t colon = o.device.find(':');
     const uint32_t index = static_cast<uint32_t>(std::atoi(o.device.c_str() + colon + 1));
-    rc = PluginPart(o, plugin_path, index, ir);
-    if (rc == 0 && o.device.compare(0, 5, "cuda:") == 0) rc = DriverPart(o, static_cast<int>(index));
+    std::vector<KernelCase> cases(3);
+    cases[0].ir = ir;
+    cases[1].suffix = ":add1";
+    cases[2].suffix = ":add1_n0";
+    cases[2].n = 0;
+    if (!BuildScalarAdd(&cases[1].ir)) return Fail("BuildScalarAdd failed");
+    cases[2].ir = cases[1].ir;
+    std::vector<CubinRef> cubins;
+    rc = PluginPart(o, plugin_path, index, cases, &cubins);
+    if (rc == 0 && o.device.compare(0, 5, "cuda:") == 0) rc = DriverPart(o, static_cast<int>(index), cubins);
   }
   htr_runtime_destroy(rt);
   return rc;
