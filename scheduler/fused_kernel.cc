@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "fusion.h"
 #include "ops/kernels/kernels.h"
@@ -55,21 +56,50 @@ RowRole RoleAgainst(const ops::Shape& shape, const ops::Shape& S) {
   if (a == s) return RowRole::kFull;
   if (ops::Numel(a) == 1) return RowRole::kScalar;
   if (a.size() == 1 && a[0] == cols) return RowRole::kCol;
+  ops::Shape keep = S;
+  keep.back() = 1;
+  if (a == Strip(keep)) return RowRole::kPerRow;  // cols > 1 here: with cols == 1 it is kFull
   if (a.size() < s.size() && !a.empty() && std::equal(a.begin(), a.end(), s.end() - static_cast<std::ptrdiff_t>(a.size())))
     return RowRole::kPeriodic;
   return RowRole::kInvalid;
 }
 
+bool IsRowReduction(const Program& p, const Step& s) {
+  const std::string& n = s.def->name;
+  if ((n != "sum" && n != "mean" && n != "max") || s.inputs.size() != 1 || s.outputs.size() != 1) return false;
+  const int64_t rank = static_cast<int64_t>(p.values[s.inputs[0]].info.shape.size());
+  if (rank == 0) return false;
+  const std::vector<int64_t> axes = s.attrs.GetInts("axes");
+  if (axes.empty()) return rank == 1;
+  return axes.size() == 1 && (axes[0] == rank - 1 || axes[0] == -1);
+}
+
+ops::Shape RowShape(const Program& p, const Step& s) {
+  return p.values[IsRowReduction(p, s) ? s.inputs[0] : s.outputs[0]].info.shape;
+}
+
+bool IsPerRowStep(const Program& p, const Step& s, const ops::Shape& S) {
+  const std::string& n = s.def->name;
+  if (!IsElementwiseBinary(n) && !IsElementwiseUnary(n)) return false;
+  if (s.outputs.size() != 1 || RoleAgainst(p.values[s.outputs[0]].info.shape, S) != RowRole::kPerRow) return false;
+  for (ValueId v : s.inputs) {
+    const RowRole r = RoleAgainst(p.values[v].info.shape, S);
+    if (r != RowRole::kPerRow && r != RowRole::kScalar) return false;
+  }
+  return true;
+}
+
 bool IsRowStep(const Program& p, const Step& s) {
   const std::string& n = s.def->name;
   if (s.outputs.size() != 1 || !IsF32(p, s.outputs[0])) return false;
-  const ops::Shape& S = p.values[s.outputs[0]].info.shape;
+  const ops::Shape S = RowShape(p, s);
   if (S.empty() || S.back() < 1 || S.back() > kMaxFusedCols) return false;
   const int64_t numel = ops::Numel(S);
   if (numel <= 0 || numel >= (int64_t{1} << 31)) return false;
   for (ValueId v : s.inputs) {
     if (!IsF32(p, v)) return false;
   }
+  if (IsRowReduction(p, s)) return true;  // its input is S itself
   auto role = [&](size_t k) { return RoleAgainst(p.values[s.inputs[k]].info.shape, S); };
   if (IsElementwiseBinary(n)) return role(0) != RowRole::kInvalid && role(1) != RowRole::kInvalid;
   if (IsElementwiseUnary(n)) return role(0) == RowRole::kFull;
@@ -122,8 +152,12 @@ class RowKernel {
       : p_(p), g_(g), inputs_(inputs), outputs_(outputs), b_(KernelName(g.name)) {}
 
   L::Status Build(FusedLaunch* out) {
-    const ops::Shape& S = p_.values[g_.members.back().outputs[0]].info.shape;
-    S_ = S;
+    // The group's row shape: the largest member row shape (per-row members have [..., 1]).
+    for (const Step& m : g_.members) {
+      ops::Shape sh = RowShape(p_, m);
+      if (S_.empty() || ops::Numel(sh) > ops::Numel(S_)) S_ = std::move(sh);
+    }
+    const ops::Shape& S = S_;
     const int64_t cols = S.back();
     const int64_t rows = ops::Numel(S) / cols;
     block_ = Pow2AtLeast(cols);
@@ -154,9 +188,15 @@ class RowKernel {
       L::Value y = Member(m);
       if (!b_.ok()) return b_.status();
       vals_[m.outputs[0]] = y;
+      if (IsRowReduction(p_, m) || RoleAgainst(p_.values[m.outputs[0]].info.shape, S_) != RowRole::kFull)
+        per_row_.insert(m.outputs[0]);
     }
     for (size_t k = 0; k < outputs_.size(); ++k) {
       L::Value v = vals_[outputs_[k]];
+      if (per_row_.count(outputs_[k])) {  // one value per row, at its row index
+        b_.store(out_ptr_[k] + row_, v);
+        continue;
+      }
       if (v.shape().empty()) v = b_.splat(v, {block_});
       b_.store(out_ptr_[k] + base_, v, cm_);
     }
@@ -183,6 +223,7 @@ class RowKernel {
       case RowRole::kCol: r = b_.load(P + c_, cm_); break;
       case RowRole::kScalar: r = b_.load(P); break;
       case RowRole::kPeriodic: r = b_.load(P + ((row_ % period_[k]) * cols_ + c_), cm_); break;
+      case RowRole::kPerRow: r = b_.load(P + row_); break;
       default: r = b_.load(P + base_, cm_); break;
     }
     vals_[v] = r;
@@ -197,7 +238,13 @@ class RowKernel {
     if (n == "add") return in(0) + in(1);
     if (n == "sub") return in(0) - in(1);
     if (n == "mul") return in(0) * in(1);
-    if (n == "div") return in(0) / in(1);
+    if (n == "div") {
+      // A row divided by one value (per row or scalar): one reciprocal and a multiply per element
+      // (within 1.5 ulp of the quotient; a vector divide costs several multiplies).
+      L::Value a = in(0), d = in(1);
+      if (d.shape().empty() && !a.shape().empty()) return a * (1.0 / d);
+      return a / d;
+    }
     // As the reference kernels (ops/ref/elementwise.cc): a >= b ? a : b, so a NaN `a` yields `b`.
     // The IR's max/min propagate NaN; fp16 loss scaling relies on this form (samples/htr-train/memory.cc).
     if (n == "maximum") return b_.where(in(0) >= in(1), in(0), in(1));
@@ -223,8 +270,14 @@ class RowKernel {
     if (n == "softmax") {
       L::Value x = Masked(in(0), -INFINITY);
       L::Value e = L::exp(x - b_.max(x, 0));
-      return e / b_.sum(e, 0);
+      return e * (1.0 / b_.sum(e, 0));  // one reciprocal per row (see div)
     }
+    // Row reductions (IsRowReduction): their input is a full row; masked lanes get the neutral value.
+    if (n == "sum" || n == "mean") {
+      L::Value s = b_.sum(Masked(in(0), 0.0), 0);
+      return n == "sum" ? s : s / b_.cast(cols_, HTR_DTYPE_F32);
+    }
+    if (n == "max") return b_.max(Masked(in(0), -INFINITY), 0);
     if (n == "softmax_grad") {
       L::Value y = in(0), dy = in(1);
       return y * (dy - b_.sum(Masked(dy * y, 0.0), 0));
@@ -262,6 +315,7 @@ class RowKernel {
   std::vector<L::Value> in_ptr_, out_ptr_, period_;
   L::Value cols_, row_, c_, cm_, base_;
   std::map<ValueId, L::Value> vals_;
+  std::set<ValueId> per_row_;  // member outputs held as one scalar per row
 };
 
 Status FromLang(const L::Status& s, const std::string& what) {

@@ -1,8 +1,10 @@
 // fused_kernel.h — builds the kernel launches of one fused group (scheduler/fusion.h) with the
 // tile DSL: one program per row of the group's [rows, cols] shape, the row held in one tile of
 // block = next power of two >= cols; member ops become tile math in f32, row reductions (softmax,
-// layer_norm, softmax_grad) are tile reductions with masked lanes neutralized. Shape scalars
-// (cols, periods, rows) are arguments marked `specialize`, so the plugin bakes them in.
+// layer_norm, softmax_grad, and sum/mean/max over the last axis) are tile reductions with masked
+// lanes neutralized; per-row values (kPerRow) are scalars of the program, stored one per row.
+// Shape scalars (cols, periods, rows) are arguments marked `specialize`, so the plugin bakes them
+// in.
 // cross_entropy, cross_entropy_grad and layer_norm_grad use the ops/kernels kernels.
 #ifndef HTR_SCHEDULER_FUSED_KERNEL_H_
 #define HTR_SCHEDULER_FUSED_KERNEL_H_
@@ -14,14 +16,23 @@
 
 namespace htr::sched {
 
-// How an external operand of a row op is indexed against the group's shape S = [..., cols].
+// How an operand of a row op is indexed against the group's shape S = [..., cols]: kPerRow is
+// one value per row (S with its last dim 1: a keepdims row reduction such as max(x, axes=[-1])).
 enum class RowRole { kInvalid, kFull, kCol, kScalar, kPeriodic, kPerRow };
 
-// The role of a value of shape `shape` broadcast against S (kPerRow is never inferred here).
+// The role of a value of shape `shape` broadcast against S.
 RowRole RoleAgainst(const ops::Shape& shape, const ops::Shape& S);
 
 // True when `name` is a row op (see fusion.h) and step `s` qualifies (dtypes, shapes, attrs).
 bool IsRowStep(const Program& p, const Step& s);
+// sum, mean or max over the last axis only (axes = [-1] or [rank-1], or all axes of a rank-1
+// value), keepdims either way: one value per row of its input.
+bool IsRowReduction(const Program& p, const Step& s);
+// The row shape S a row step works over: the input's shape for a row reduction, else the output's.
+ops::Shape RowShape(const Program& p, const Step& s);
+// True when row step `s` yields one value per row of a group of shape S (an elementwise op on
+// per-row or scalar operands, e.g. log of a row sum): it may join that group.
+bool IsPerRowStep(const Program& p, const Step& s, const ops::Shape& S);
 // cross_entropy, cross_entropy_grad or layer_norm_grad with shapes the kernels take.
 bool IsSpecialStep(const Program& p, const Step& s);
 

@@ -41,12 +41,23 @@ Status Fuser::Rewrite(Program* p) {
     }
     int g = -1;
     if (row) {
-      const ops::Shape& S = p->values[s.outputs[0]].info.shape;
+      const ops::Shape S = RowShape(*p, s);
+      // The step's inputs from draft d must be read as the draft holds them: full rows or one
+      // value per row (a reduction's output [..., 1]), not e.g. a row sum without keepdims that
+      // numpy broadcasting would read as a column vector.
+      auto reads_fit = [&](int d) {
+        for (ValueId v : s.inputs) {
+          if (producer[v] != d) continue;
+          const RowRole r = RoleAgainst(p->values[v].info.shape, drafts[static_cast<size_t>(d)].shape);
+          if (r != RowRole::kFull && r != RowRole::kPerRow && r != RowRole::kScalar) return false;
+        }
+        return true;
+      };
       for (ValueId v : s.inputs) {
         const int d = producer[v];
         if (d < 0) continue;
         const Draft& dr = drafts[static_cast<size_t>(d)];
-        if (!dr.special && !dr.closed && dr.shape == S) {
+        if (!dr.special && !dr.closed && (dr.shape == S || IsPerRowStep(*p, s, dr.shape)) && reads_fit(d)) {
           g = d;
           break;
         }
@@ -58,7 +69,7 @@ Status Fuser::Rewrite(Program* p) {
       Draft d;
       d.special = special;
       d.closed = special;
-      d.shape = p->values[s.outputs[0]].info.shape;
+      d.shape = special ? p->values[s.outputs[0]].info.shape : RowShape(*p, s);
       drafts.push_back(std::move(d));
     }
     drafts[static_cast<size_t>(g)].steps.push_back(i);

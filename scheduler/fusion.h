@@ -6,11 +6,17 @@
 //  - row ops: add sub mul div maximum minimum (operands of the output's shape, of its last dim,
 //    scalars, or a trailing-suffix shape such as [T,C] in [B,T,C]), add_scalar, mul_scalar, neg,
 //    exp, log, tanh, sqrt, rsqrt, abs, sigmoid, relu, gelu, causal_mask, softmax, layer_norm,
-//    unary_grad (gelu, relu, tanh, sigmoid), softmax_grad. A row op joins the open group that
-//    produced one of its inputs when the shapes agree, so bias+GELU, residual+LayerNorm,
-//    scale+causal-mask+softmax and their backward chains become one kernel each. A group closes
-//    when a step outside it reads one of its values (that value is then stored); values read only
-//    inside the group get no memory.
+//    unary_grad (gelu, relu, tanh, sigmoid), softmax_grad, and the row reductions sum, mean, max
+//    over the last axis (keepdims or not; their row shape is their input's). A row op joins the
+//    open group that produced one of its inputs when the row shapes agree, so bias+GELU,
+//    residual+LayerNorm, scale+causal-mask+softmax and their backward chains become one kernel
+//    each. Per-row values (a reduction's [..., 1] output) are scalars of the row's program:
+//    elementwise ops on them join the group too, and full-row ops read them broadcast, so softmax
+//    written as max(keepdims) -> sub -> exp -> sum(keepdims) -> div, or a logsumexp, is one
+//    kernel; a value the group holds per row is never read as a column vector (a reduction
+//    without keepdims that numpy would broadcast along the last axis closes the group). A group
+//    closes when a step outside it reads one of its values (that value is then stored); values
+//    read only inside the group get no memory.
 //  - single ops with their own kernels from ops/kernels: cross_entropy (per-row loss, then the
 //    mean), cross_entropy_grad, layer_norm_grad (dx per row, then dweight/dbias per column).
 // A fused step runs at the position of its last member. The pass asks `accept` (the executable:

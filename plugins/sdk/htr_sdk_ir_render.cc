@@ -78,7 +78,7 @@ HTR_INLINE float htr_expf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
-  const int32_t n1 = ni / 2, n2 = ni - n1;
+  const int32_t n1 = ni >> 1, n2 = ni - n1;  // floor: n1 + n2 = ni, both halves normal
   return y * htr_bits_f32((uint32_t)(n1 + 127) << 23) * htr_bits_f32((uint32_t)(n2 + 127) << 23);
 }
 // tanh: |x| < 0.625 by Cephes' odd polynomial (no cancellation near 0), else
@@ -204,8 +204,11 @@ Dialect make_cxx() {
   };
   d.barrier = "";
   d.affine_memory = true;
+  // bool tiles are held as uint8_t arrays (same values 0/1): GCC does not vectorize a loop that
+  // reads a bool array (`m[e] ? x[e] : c` stays a scalar branch per element), uint8_t it does.
   d.tile_decl = [](const std::string& ctype, const std::string& name, int64_t count) {
-    return "alignas(64) " + ctype + " " + name + "[" + std::to_string(count) + "];";
+    return "alignas(64) " + (ctype == "bool" ? std::string("uint8_t") : ctype) + " " + name + "[" +
+           std::to_string(count) + "];";
   };
   d.float_fn = [](uint16_t op) -> std::string {
     switch (op) {
@@ -355,6 +358,34 @@ class Renderer {
       if (c.opcode == HTR_KIR_OP_STORE) ok = c.operands.size() > 1 && c.operands[1] == r;
       inl_[r] = ok;
     }
+    // Cheap index tiles (arange, and integer or bool arithmetic, compares and selects whose tile
+    // operands are cheap tiles or splats: no loads, no float math) are recomputed by at() in
+    // every reader, in any scope, instead of materialized: the row mask `arange(0, block) < cols`
+    // then folds to true when cols is specialized to the block (else one compare per element,
+    // which vectorizes where a select on a mask array read back from memory may not). Readers
+    // that take the array itself (dot, for/yield, expand_dims) keep it.
+    std::vector<bool> array_read(nv, false), cheap(nv, false);
+    for (const Op& op : k_.ops) {
+      if (op.opcode == HTR_KIR_OP_DOT || op.opcode == HTR_KIR_OP_FOR || op.opcode == HTR_KIR_OP_YIELD ||
+          op.opcode == HTR_KIR_OP_EXPAND_DIMS)
+        for (uint32_t x : op.operands) array_read[x] = true;
+    }
+    for (size_t i = 0; i < k_.ops.size(); ++i) {
+      const Op& op = k_.ops[i];
+      if (op.results.size() != 1) continue;
+      const uint32_t r = a_.first_value[i];
+      const Type& t = type(r);
+      if (!t.is_tile() || t.ptr || splat_of_[r] >= 0 || is_float(t.dtype)) continue;
+      bool c = op.opcode == HTR_KIR_OP_ARANGE;
+      if (is_index_op(op.opcode)) {
+        c = true;
+        for (uint32_t x : op.operands) {
+          if (type(x).is_tile() && splat_of_[x] < 0 && !cheap[x]) c = false;
+        }
+      }
+      cheap[r] = c;
+      if (c && !array_read[r]) inl_[r] = true;
+    }
     // Liveness of tiles, backwards: a tile is materialized only when some
     // emitted op reads its array.
     needed_.assign(nv, false);
@@ -413,12 +444,26 @@ class Renderer {
     }
   }
 
-  // Element `e` of pure op `i`, before rounding to its dtype.
+  // Integer and bool ops cheap enough to recompute per reader (the index tiles of prepare()).
+  static bool is_index_op(uint16_t opcode) {
+    switch (opcode) {
+      case HTR_KIR_OP_ADD: case HTR_KIR_OP_SUB: case HTR_KIR_OP_MUL: case HTR_KIR_OP_MAX:
+      case HTR_KIR_OP_MIN: case HTR_KIR_OP_AND: case HTR_KIR_OP_OR: case HTR_KIR_OP_NEG:
+      case HTR_KIR_OP_NOT: case HTR_KIR_OP_CMP: case HTR_KIR_OP_SELECT: case HTR_KIR_OP_CAST:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Element `e` of pure op `i` (or of an inlined arange), before rounding to its dtype.
   std::string pure_expr(uint32_t i, const std::string& e) const {
     static const char* const cmp[] = {"==", "!=", "<", "<=", ">", ">="};
     const Op& op = k_.ops[i];
     auto in = [&](size_t j) { return op.operands[j]; };
     switch (op.opcode) {
+      case HTR_KIR_OP_ARANGE:
+        return "(int32_t)(" + std::to_string(op.attrs[0]) + " + (" + e + "))";
       case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP: case HTR_KIR_OP_LOG:
       case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH: case HTR_KIR_OP_ERF:
       case HTR_KIR_OP_NOT:
@@ -1021,7 +1066,7 @@ class Renderer {
   std::vector<int64_t> op_scope_;   // op -> innermost FOR around it
   std::vector<uint32_t> storage_;   // value -> value owning its array
   std::vector<bool> needed_;        // tile arrays that must be materialized
-  std::vector<bool> inl_;           // tiles inlined into their one reader (pure_expr)
+  std::vector<bool> inl_;           // tiles inlined into their reader(s) (pure_expr)
   std::vector<int64_t> def_op_;     // value -> op defining it
 };
 

@@ -18,7 +18,10 @@
  * accumulator in place when the dot is its only reader. A pure elementwise
  * tile (arithmetic, math, compare, select, cast) read once, element by
  * element, in its own loop scope is not materialized: its expression is
- * inlined into the reader, so a chain of elementwise ops is one loop. A
+ * inlined into the reader, so a chain of elementwise ops is one loop; index
+ * tiles (arange and integer/bool arithmetic and compares over index tiles and
+ * scalars) are recomputed in every reader, so a row mask against a specialized
+ * length folds away. bool tiles are held as uint8_t arrays (C++ dialect). A
  * reduction along a contiguous axis of 32+ elements accumulates element k in
  * partial k % 16 and combines the 16 partials pairwise (a fixed order, not
  * the vector width: vectorizes without reassociation flags); shorter or

@@ -128,3 +128,80 @@ TEST_CASE("fusion leaves integer, oversized and non-row ops alone", "[graph][fus
   CHECK(eng->program().fused.empty());
   CHECK(fuser.stats().groups == 0);
 }
+
+// Softmax as the op chain a model author writes: max(x, axes=[-1], keepdims) -> sub (broadcast) ->
+// exp -> sum(keepdims) -> div. The row reductions join the group (one value per row, never
+// stored), so the whole chain is one step with one generated kernel; a logsumexp tail (log of the
+// row sum, one value per row) joins too and is stored one value per row.
+TEST_CASE("fusion turns the softmax op chain, reductions included, into one kernel", "[graph][fusion]") {
+  const int64_t B = 3, R = 5, C = 12;
+  Graph g;
+  ValueId x;
+  REQUIRE_OK(g.AddInput("x", HTR_DTYPE_F32, {B, R, C}, &x));
+  const Attrs last = Attrs().Ints("axes", {-1}).Int("keepdims", 1);
+  ValueId m = Op1(g, "max", {x}, last);
+  ValueId e = Op1(g, "exp", {Op1(g, "sub", {x, m})});
+  ValueId s = Op1(g, "sum", {e}, Attrs().Ints("axes", {2}).Int("keepdims", 1));
+  REQUIRE_OK(g.AddOutput("y", Op1(g, "div", {e, s})));
+  REQUIRE_OK(g.AddOutput("lse", Op1(g, "add", {Op1(g, "log", {s}), m})));
+  Fuser fuser;
+  std::unique_ptr<HostEngine> fused;
+  REQUIRE_OK(HostEngine::Create(g, true, 2, &fused, &fuser));
+  std::unique_ptr<HostEngine> plain = Engine(g);
+  const auto& p = fused->program();
+  REQUIRE(p.fused.size() == 1);
+  CHECK(p.fused[0].name == "max+sub+exp+sum+div+log+add");
+  REQUIRE(p.steps.size() == 1);
+  CHECK(p.steps[0].outputs.size() == 2);
+  CHECK(p.slots[m].kind == SlotKind::kNone);
+  CHECK(p.slots[e].kind == SlotKind::kNone);
+  CHECK(p.slots[s].kind == SlotKind::kNone);
+  REQUIRE(p.fused[0].launches.size() == 1);
+  CHECK(p.fused[0].launches[0].grid[0] == B * R);
+  auto xv = Random(static_cast<size_t>(B * R * C), 9, -4, 4);
+  std::vector<float> xf(xv.begin(), xv.end());
+  REQUIRE_OK(fused->SetInput("x", xf.data(), xf.size() * 4));
+  REQUIRE_OK(plain->SetInput("x", xf.data(), xf.size() * 4));
+  REQUIRE_OK(fused->Run());
+  REQUIRE_OK(plain->Run());
+  for (const char* name : {"y", "lse"}) {
+    auto a = Out<float>(*fused, name), b = Out<float>(*plain, name);
+    INFO(name);
+    REQUIRE(a.size() == b.size());
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+  }
+}
+
+TEST_CASE("fusion: a row sum without keepdims is not read as a column vector", "[graph][fusion]") {
+  // x [C, C]: sum(x, axes=[-1]) has shape [C], which sub broadcasts along the last axis (one value
+  // per column), so sub must not join the reduction's group; mean over all axes of a rank-2 value
+  // is no row reduction at all.
+  const int64_t C = 8;
+  Graph g;
+  ValueId x;
+  REQUIRE_OK(g.AddInput("x", HTR_DTYPE_F32, {C, C}, &x));
+  ValueId e = Op1(g, "exp", {x});
+  ValueId s = Op1(g, "sum", {e}, Attrs().Ints("axes", {-1}));
+  REQUIRE_OK(g.AddOutput("y", Op1(g, "sub", {e, s})));
+  REQUIRE_OK(g.AddOutput("m", Op1(g, "mean", {x})));
+  Fuser fuser;
+  std::unique_ptr<HostEngine> fused;
+  REQUIRE_OK(HostEngine::Create(g, true, 1, &fused, &fuser));
+  std::unique_ptr<HostEngine> plain = Engine(g);
+  const auto& p = fused->program();
+  REQUIRE(p.fused.size() == 2);
+  CHECK(p.fused[0].name == "exp+sum");
+  CHECK(p.fused[1].name == "sub");
+  auto xv = Random(static_cast<size_t>(C * C), 2);
+  std::vector<float> xf(xv.begin(), xv.end());
+  REQUIRE_OK(fused->SetInput("x", xf.data(), xf.size() * 4));
+  REQUIRE_OK(plain->SetInput("x", xf.data(), xf.size() * 4));
+  REQUIRE_OK(fused->Run());
+  REQUIRE_OK(plain->Run());
+  for (const char* name : {"y", "m"}) {
+    auto a = Out<float>(*fused, name), b = Out<float>(*plain, name);
+    INFO(name);
+    REQUIRE(a.size() == b.size());
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+  }
+}

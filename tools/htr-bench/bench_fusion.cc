@@ -1,5 +1,6 @@
 // bench_fusion.cc — `htr-bench fusion`: what the scheduler's fusion pass buys, in one process.
 //  1. fused vs unfused: small graphs of the GPT patterns (bias+GELU, residual+LayerNorm,
+//     softmax as the one op and as its op chain max/sub/exp/sum/div ("softmax_ops"),
 //     scale+causal mask+softmax, cross-entropy; with --backward also their gradients) compiled
 //     twice through htr_executable_create, fusion on (generated kernels) and off
 //     (disable_fusion: one reference kernel per op), at GPT-tiny and GPT-small shapes. Lines:
@@ -142,6 +143,25 @@ std::vector<Pattern> Patterns() {
                  htr_value_t x;
                  if (!Input(g, "x", HTR_DTYPE_F32, {s.B, s.H, s.T, s.T}, &x)) return false;
                  return Finish(g, Op(g, "softmax", {x}), {x}, bw);
+               }});
+  // The same softmax as the op chain a model author writes with the graph API: row max (keepdims),
+  // subtract (broadcast), exp, row sum (keepdims), divide. Unfused: five reference kernels.
+  v.push_back({"softmax_ops", "", [](htr_graph_t* g, const Shapes& s, bool bw) {
+                 htr_value_t x;
+                 if (!Input(g, "x", HTR_DTYPE_F32, {s.B, s.H, s.T, s.T}, &x)) return false;
+                 static const int64_t kLast = -1;
+                 htr_attr_t axes, keep;
+                 std::memset(&axes, 0, sizeof(axes));
+                 std::memset(&keep, 0, sizeof(keep));
+                 axes.name = "axes";
+                 axes.kind = HTR_ATTR_INTS;
+                 axes.ints = &kLast;
+                 axes.num_ints = 1;
+                 keep.name = "keepdims";
+                 keep.kind = HTR_ATTR_INT;
+                 keep.i = 1;
+                 htr_value_t e = Op(g, "exp", {Op(g, "sub", {x, Op(g, "max", {x}, {axes, keep})})});
+                 return Finish(g, Op(g, "div", {e, Op(g, "sum", {e}, {axes, keep})}), {x}, bw);
                }});
   v.push_back({"residual_layernorm", "", [](htr_graph_t* g, const Shapes& s, bool bw) {
                  htr_value_t x, r, w, b;

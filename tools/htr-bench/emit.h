@@ -7,6 +7,7 @@
 #ifndef HTR_TOOLS_HTR_BENCH_EMIT_H_
 #define HTR_TOOLS_HTR_BENCH_EMIT_H_
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,6 +23,10 @@ struct Line {
 
 // Prints `line` as one JSON object and flushes stdout.
 void Emit(const Line& line);
+
+// Called with every line Emit prints, after printing (e.g. a bench that summarizes the benches it
+// runs); empty: none. Set it from the main thread, outside any Emit.
+void SetEmitObserver(std::function<void(const Line&)> observer);
 
 }  // namespace bench
 
