@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "ops/kernels/train_kernels.h"
@@ -21,6 +22,8 @@ using ops::Shape;
 constexpr uint32_t kBlock = 256;
 constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridYZ = 65535;
+constexpr uint32_t kSumChunk = 64;    // reduced elements per inner partial sum (train_kernels.h)
+constexpr uint32_t kReduceBlock = 16;  // lanes per program of the strided reductions (see Reduce)
 
 Status Unimpl(const std::string& op, const std::string& why) { return ops::Unimplemented(op + ": " + why); }
 
@@ -177,6 +180,10 @@ Status Lowering::Run() {
     if (ops::Numel(p_.values[v].info.shape) > kMaxIndex) return Unimpl(op_, "operand too large for i32 indexing");
   }
   const std::string& n = op_;
+  if (const char* skip = std::getenv("HTR_DEVICE_LOWER_SKIP")) {  // debugging: "op,op,..." run their reference
+    const std::string list = "," + std::string(skip) + ",";
+    if (list.find("," + n + ",") != std::string::npos) return Unimpl(n, "skipped (HTR_DEVICE_LOWER_SKIP)");
+  }
   if (n == "add" || n == "sub" || n == "mul" || n == "div" || n == "maximum" || n == "minimum") return Binary();
   if (n == "add_scalar" || n == "mul_scalar" || n == "clamp" || n == "neg" || n == "exp" || n == "log" ||
       n == "tanh" || n == "sqrt" || n == "rsqrt" || n == "abs" || n == "sigmoid" || n == "relu" || n == "gelu")
@@ -435,13 +442,23 @@ Status Lowering::Reduce() {
   }
   Iter4 ki, ri;
   if (!Merge(kd, {ks}, &ki) || !Merge(rd, {rs}, &ri)) return Unimpl(op_, "axes do not merge to 4 dims");
-  const uint32_t block = std::min<uint32_t>(Pow2AtLeast(m), kBlock);
+  // Few lanes per program: a program walks all r reduced elements, and Mesa's llvmpipe (lavapipe)
+  // silently ends every loop of an invocation once 65535 iterations (all loops together) have
+  // run; each reduced element costs about 3 * block / W + 1 of them (W = 8 there), so 16 lanes
+  // keep r up to ~9000 correct (256 lanes gave garbage bias gradients at r = 2048).
+  const uint32_t block = std::min<uint32_t>(Pow2AtLeast(m), kReduceBlock);
   std::vector<FusedArg> a = {Val(InV(0)), Val(OutV(0)), Int(m), Int(r)};
   PushDims(ki, &a);
   PushStrides(ki, 0, &a);
   PushDims(ri, &a);
   PushStrides(ri, 0, &a);
   a.push_back(Flt(scale));
+  // Long sums (bias gradients: r = batch x sequence) in chunks: f32 rounding error grows with
+  // chunk + r / chunk instead of r (nearer the reference kernel's double accumulation).
+  if (!is_max && r > kSumChunk)
+    return Launch("reduce_sum_chunked",
+                  [&](std::vector<uint8_t>* ir) { return K::BuildReduceSumChunked(dt, block, kSumChunk, ir); },
+                  std::move(a), Blocks(m, block));
   return Launch(is_max ? "reduce_max_strided" : "reduce_sum_strided",
                 [&](std::vector<uint8_t>* ir) { return K::BuildReduceStrided(kind, dt, block, ir); }, std::move(a),
                 Blocks(m, block));

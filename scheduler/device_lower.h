@@ -16,6 +16,8 @@
 //                broadcast_to, cast (any of f32 f16 bf16 i32 i64)
 //   optimizer    adamw_update (lr and step read on the device)
 //   matmul       the batched DSL matmul (batch dims equal or absent on one side)
+// HTR_DEVICE_LOWER_SKIP=op,op,... (debugging) makes those ops UNIMPLEMENTED here, so they run
+// their reference kernels: bisecting a device-mode divergence op by op.
 // Layouts merge to at most four dims per operand; index arithmetic is i32, so operands must
 // have fewer than 2^31 elements. Anything else is UNIMPLEMENTED with the reason (the caller then
 // runs that step's reference kernel).

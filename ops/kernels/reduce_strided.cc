@@ -20,31 +20,64 @@ Value Offset4(Value i, Value d1, Value d2, Value d3, const Value* s) {
   return c0 * s[0] + c1 * s[1] + c2 * s[2] + c3 * s[3];
 }
 
+// The arguments every strided reduction takes (train_kernels.h), this lane's output index `o`,
+// its mask and the element offset of its first reduced element.
+struct StridedReduceArgs {
+  Value X, O, m, r, od[3], os[4], rd[3], rs[4], scale, o, mo, base;
+  StridedReduceArgs(Builder& b, htr_dtype_t dt, uint32_t block) {
+    X = b.arg_ptr("x", dt, true);
+    O = b.arg_ptr("out", dt);
+    m = b.arg_scalar("m", HTR_DTYPE_I32);
+    r = b.arg_scalar("r", HTR_DTYPE_I32);
+    for (int k = 0; k < 3; ++k) od[k] = b.arg_scalar("od" + std::to_string(k + 1), HTR_DTYPE_I32);
+    for (int k = 0; k < 4; ++k) os[k] = b.arg_scalar("os" + std::to_string(k), HTR_DTYPE_I32);
+    for (int k = 0; k < 3; ++k) rd[k] = b.arg_scalar("rd" + std::to_string(k + 1), HTR_DTYPE_I32);
+    for (int k = 0; k < 4; ++k) rs[k] = b.arg_scalar("rs" + std::to_string(k), HTR_DTYPE_I32);
+    scale = b.arg_scalar("scale", HTR_DTYPE_F32);
+    o = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
+    mo = o < m;
+    base = Offset4(o, od[0], od[1], od[2], os);
+  }
+  // Element offset of reduced element j of this lane's output.
+  Value At(Value j) const { return base + Offset4(j, rd[0], rd[1], rd[2], rs); }
+};
+
 }  // namespace
 
 Status BuildReduceStrided(ReduceKind kind, htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
   const bool is_max = kind == ReduceKind::kMax;
   Builder b(is_max ? "reduce_max_strided" : "reduce_sum_strided");
-  Value X = b.arg_ptr("x", dt, true), O = b.arg_ptr("out", dt);
-  Value m = b.arg_scalar("m", HTR_DTYPE_I32), r = b.arg_scalar("r", HTR_DTYPE_I32);
-  Value od[3], os[4], rd[3], rs[4];
-  for (int k = 0; k < 3; ++k) od[k] = b.arg_scalar("od" + std::to_string(k + 1), HTR_DTYPE_I32);
-  for (int k = 0; k < 4; ++k) os[k] = b.arg_scalar("os" + std::to_string(k), HTR_DTYPE_I32);
-  for (int k = 0; k < 3; ++k) rd[k] = b.arg_scalar("rd" + std::to_string(k + 1), HTR_DTYPE_I32);
-  for (int k = 0; k < 4; ++k) rs[k] = b.arg_scalar("rs" + std::to_string(k), HTR_DTYPE_I32);
-  Value scale = b.arg_scalar("scale", HTR_DTYPE_F32);
-  Value o = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
-  Value mo = o < m;
-  Value base = Offset4(o, od[0], od[1], od[2], os);
+  StridedReduceArgs a(b, dt, block);
+  Value X = a.X, O = a.O, r = a.r, o = a.o, mo = a.mo;
   const double init = is_max ? -INFINITY : 0.0;
   Value acc = b.full({block}, init, HTR_DTYPE_F32);
   auto res = b.for_range(b.i32(0), r, b.i32(1), {acc}, [&](Value j, const std::vector<Value>& carried) {
-    Value off = base + Offset4(j, rd[0], rd[1], rd[2], rs);
-    Value x = b.cast(b.load(X + off, mo, b.constant(init, dt)), HTR_DTYPE_F32);
+    Value x = b.cast(b.load(X + a.At(j), mo, b.constant(init, dt)), HTR_DTYPE_F32);
     return std::vector<Value>{is_max ? maximum(carried[0], x) : carried[0] + x};
   });
   if (!b.ok()) return b.status();
-  b.store(O + o, b.cast(res[0] * scale, dt), mo);
+  b.store(O + o, b.cast(res[0] * a.scale, dt), mo);
+  return b.serialize(ir);
+}
+
+// Chunked sum: the reduced elements in chunks of `chunk`, each summed on its own (masked past r)
+// and added in order to the lane's accumulator.
+Status BuildReduceSumChunked(htr_dtype_t dt, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir) {
+  Builder b("reduce_sum_chunked");
+  StridedReduceArgs a(b, dt, block);
+  Value acc = b.zeros({block}, HTR_DTYPE_F32);
+  const int32_t ch = static_cast<int32_t>(chunk);
+  auto res = b.for_range(b.i32(0), a.r, b.i32(ch), {acc}, [&](Value j0, const std::vector<Value>& outer) {
+    Value part = b.zeros({block}, HTR_DTYPE_F32);
+    auto in = b.for_range(b.i32(0), b.i32(ch), b.i32(1), {part}, [&](Value dj, const std::vector<Value>& inner) {
+      Value j = j0 + dj;
+      Value x = b.cast(b.load(a.X + a.At(j), a.mo & b.splat(j < a.r, {block}), b.constant(0.0, dt)), HTR_DTYPE_F32);
+      return std::vector<Value>{inner[0] + x};
+    });
+    return std::vector<Value>{outer[0] + in[0]};
+  });
+  if (!b.ok()) return b.status();
+  b.store(a.O + a.o, b.cast(res[0] * a.scale, dt), a.mo);
   return b.serialize(ir);
 }
 

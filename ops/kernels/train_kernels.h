@@ -67,6 +67,13 @@ Status BuildUnaryGrad(GradFn fn, htr_dtype_t dtype, uint32_t block, std::vector<
 Status BuildCausalMask(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildPadSlice(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildReduceStrided(ReduceKind kind, htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+// BuildReduceSumChunked: sum over arbitrary axes with two-level (chunked) f32 accumulation: the
+// reduced elements are walked in order in chunks of `chunk`; each chunk is summed on its own
+// and the chunk sums are added in order. Rounding error grows with chunk + r/chunk instead of
+// r (r = reduced elements), so long reductions (bias gradients over batch x sequence) stay
+// close to the double-accumulating reference kernel. Deterministic (fixed order per output).
+// Same arguments as BuildReduceStrided with ReduceKind::kSum.
+Status BuildReduceSumChunked(htr_dtype_t dtype, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir);
 Status BuildSumSquares(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildAdamWStep(htr_dtype_t dtype, htr_dtype_t lr_dtype, htr_dtype_t step_dtype, uint32_t block,
                       std::vector<uint8_t>* ir);

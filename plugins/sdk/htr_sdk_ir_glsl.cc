@@ -151,7 +151,7 @@ class GlslRenderer {
   GlslRenderer(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec, const GlslOptions& o,
                uint32_t W, uint64_t shared_budget)
       : k_(k), a_(a), spec_(spec), max_push_(o.max_push_bytes), shared_budget_(shared_budget), W_(W), wg_(W > 1),
-        unroll_(o.unroll) {}
+        unroll_(o.unroll), unroll_k_(o.unroll_k) {}
 
   Status run(GlslShader* out) {
     const size_t nv = a_.value_types.size();
@@ -783,7 +783,7 @@ class GlslRenderer {
                     const std::string& an, const std::string& bn, int64_t K, int64_t N) {
     const std::string kk = fresh("k"), ar = fresh("ar"), br = fresh("br"), i = fresh("i"), j = fresh("j");
     const std::string u = unroll_attr();
-    const std::string kloop = (unroll_ && K <= 32) ? "[[unroll]] " : "[[dont_unroll]] ";
+    const std::string kloop = (unroll_k_ && K <= 32) ? "[[unroll]] " : "[[dont_unroll]] ";
     line(kloop + "for (int " + kk + " = 0; " + kk + " < " + str(K) + "; ++" + kk + ") {");
     line("  float " + ar + "[" + str(mt.tm) + "]; float " + br + "[" + str(mt.tn) + "];");
     line("  " + u + "for (int " + i + " = 0; " + i + " < " + str(mt.tm) + "; ++" + i + ") " + ar + "[" + i + "] = " + an +
@@ -1001,6 +1001,7 @@ class GlslRenderer {
   const int64_t W_;
   const bool wg_;
   const bool unroll_;
+  const bool unroll_k_;
   uint64_t shared_used_ = 0;
   uint64_t private_used_ = 0;
   bool overflow_ = false;
@@ -1024,8 +1025,16 @@ Status render_glsl(const Kernel& k, const Analysis& a, const std::vector<Special
   // Workgroup mode when every array fits the device's workgroup memory;
   // else one invocation per program: arrays in workgroup memory within
   // half of it, or all private.
-  if (o.workgroup_size > 1) {
-    GlslRenderer r(k, a, spec, o, o.workgroup_size, o.shared_bytes);
+  uint32_t W = o.workgroup_size;
+  if (W > 1 && o.widen_for_dot > W) {
+    for (const Op& op : k.ops) {
+      if (op.opcode != HTR_KIR_OP_DOT || op.results.empty() || op.results[0].rank != 2) continue;
+      const int64_t M = op.results[0].shape[0], N = op.results[0].shape[1];
+      while (W < o.widen_for_dot && !micro_for(M, N, W).ok() && M * N > kMaxMicro * static_cast<int64_t>(W)) W *= 2;
+    }
+  }
+  if (W > 1) {
+    GlslRenderer r(k, a, spec, o, W, o.shared_bytes);
     Status st = r.run(out);
     if (!st.ok() || !r.overflowed()) return st;
   }

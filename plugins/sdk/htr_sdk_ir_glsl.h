@@ -79,7 +79,17 @@ struct GlslOptions {
   uint32_t max_push_bytes = 128;   // maxPushConstantsSize
   uint32_t shared_bytes = 16384;   // maxComputeSharedMemorySize
   uint32_t workgroup_size = 1;     // W (<= maxComputeWorkGroupInvocations)
-  bool unroll = false;             // unroll dot micro-kernels (GPUs; CPUs compile faster without)
+  // Unroll the register loops of dot micro-tiles (the TM x TN accumulators, A/B operand
+  // registers), so they stay in registers. Without it (a dynamic index into a private array)
+  // lavapipe keeps them in memory and gathers/scatters every lane: ~10x slower matmuls.
+  bool unroll = false;
+  // Also unroll the micro-kernel's k loop (K <= 32): GPUs; CPU compilers (LLVM) compile the
+  // k loop much faster kept.
+  bool unroll_k = false;
+  // When > workgroup_size: W grows (powers of two, up to this) until the largest `dot` result
+  // splits into register micro-tiles of at most 64 outputs per invocation. CPU devices: their
+  // default W (one SIMD vector) would otherwise leave big dots without micro-tiles.
+  uint32_t widen_for_dot = 0;
 };
 
 /* `k` verified (giving `a`); `spec` one entry per argument or empty.

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -199,7 +200,12 @@ htr_sdk::ir::GlslOptions glsl_options(const PhysInfo& d) {
   w = std::min(w, d.props.limits.maxComputeWorkGroupInvocations);
   w = std::min(w, d.props.limits.maxComputeWorkGroupSize[0]);
   o.workgroup_size = std::max<uint32_t>(w, 1);
-  o.unroll = !cpu;
+  o.unroll = true;   // micro-tile registers (lavapipe: ~10x slower matmul without)
+  o.unroll_k = !cpu;
+  // One SIMD vector leaves a 64x64 dot 512 outputs per invocation (no register micro-tile):
+  // CPU devices widen such kernels' workgroups (up to 64 invocations, 8 vectors).
+  if (cpu) o.widen_for_dot = std::min<uint32_t>(64, std::min(d.props.limits.maxComputeWorkGroupInvocations,
+                                                             d.props.limits.maxComputeWorkGroupSize[0]));
   return o;
 }
 
@@ -312,6 +318,13 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
   if (!sc.ok) return host.error(HTR_STATUS_FAILED_PRECONDITION, "vulkan: %s", sc.why.c_str());
 
   const std::string key = hex_key(sh.source + "|shaderc|vulkan1.2|O|validated");
+  // HTR_VK_DUMP_GLSL=DIR: every rendered shader as DIR/<kernel>-<key>.comp (for reading/profiling).
+  if (const char* dump = std::getenv("HTR_VK_DUMP_GLSL")) {
+    if (*dump != '\0') {
+      mkdirs(dump);
+      write_file_atomic(std::string(dump) + "/" + k.name + "-" + key + ".comp", sh.source.data(), sh.source.size());
+    }
+  }
   const std::string dir = device->ctx->cache_dir;
   const std::string path = dir.empty() ? "" : dir + "/" + key + ".spv";
   std::vector<char> spv;
@@ -425,6 +438,7 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
         v <= device->info->props.limits.maxComputeWorkGroupInvocations &&
         v <= device->info->props.limits.maxComputeWorkGroupSize[0]) {
       opt.workgroup_size = static_cast<uint32_t>(v);
+      opt.widen_for_dot = 0;  // exactly N
     } else if (std::sscanf(o, "shared=%lu%c", &v, &tail) == 1 && v <= opt.shared_bytes) {
       opt.shared_bytes = static_cast<uint32_t>(v);
     } else {

@@ -608,3 +608,29 @@ TEST_CASE("vulkan: compile cache, bad arguments", "[vulkan-kernels]") {
   htr_kernel_destroy(k1);
   htr_kernel_destroy(k2);
 }
+
+// The reductions of a tiny training step's backward pass as scheduler/device_lower.cc launches
+// them (16 lanes per program): bias gradients (x [2048, 384] over its rows: 2048 reduced
+// elements) and the position-embedding gradient (x [16, 16384] over its first dim), strided and
+// chunked (train_kernels.h). With 256 lanes per program the bias gradients came out as garbage
+// on lavapipe (NMSE 0.97): llvmpipe ends all loops of an invocation after 65535 iterations in
+// total, and each reduced element cost ~100 element-loop iterations there.
+TEST_CASE("vulkan: training-step sums match the interpreter", "[vulkan-kernels]") {
+  Env env;
+  std::vector<uint8_t> ir;
+  struct Case {
+    int m, r;
+  };
+  for (const Case c : {Case{384, 2048}, Case{128, 300}, Case{16384, 16}}) {
+    const int n = c.m * c.r;
+    // [r, m] row-major, summed over r: kept dim m (stride 1), reduced dim r (stride m).
+    std::vector<A> args = {f32(rnd(static_cast<size_t>(n), 90)), f32(std::vector<float>(static_cast<size_t>(c.m), 0)),
+                           I(c.m), I(c.r), I(1), I(1), I(c.m), I(0), I(0), I(0), I(1), I(1), I(1), I(c.r), I(0), I(0),
+                           I(0), I(c.m), F(1.0)};
+    const uint32_t grid = static_cast<uint32_t>((c.m + 15) / 16);
+    built(BuildReduceStrided(ReduceKind::kSum, HTR_DTYPE_F32, 16, &ir));
+    check(env, ir, args, {grid, 1, 1});
+    built(BuildReduceSumChunked(HTR_DTYPE_F32, 16, 64, &ir));
+    check(env, ir, args, {grid, 1, 1});
+  }
+}
