@@ -97,7 +97,8 @@ class WorkQueue {
   const Mode mode_;
   std::shared_ptr<Timeline> timeline_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable worker_cv_;  // the worker waits here for work it may take
+  std::condition_variable sync_cv_;    // synchronize() waits here for completions
   std::deque<std::pair<uint64_t, Work>> pending_;
   uint64_t submitted_ = 0;
   bool running_ = false;  // an item is executing (worker or synchronize)
