@@ -150,6 +150,15 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
     // Rows of grid axis 1 per program group (L2 reuse), 1..64.
     if (const char* g = host.config("HTR_CUDA_BLOCK_GROUP"); g != nullptr && std::atoi(g) >= 1 && std::atoi(g) <= 64)
       target.group = static_cast<uint32_t>(std::atoi(g));
+    // Row lowering (1-D programs over the threads of a block): at most 256
+    // threads per block; HTR_CUDA_ROW_THREADS=0 keeps them one thread per
+    // program, =1 is the default, 32..1024 (a multiple of 32) sets the cap.
+    target.row_threads = 256;
+    if (const char* rt = host.config("HTR_CUDA_ROW_THREADS"); rt != nullptr && *rt != '\0') {
+      const int n = std::atoi(rt);
+      if (n == 0) target.row_threads = 0;
+      else if (n >= 32 && n <= 1024 && n % 32 == 0) target.row_threads = static_cast<uint32_t>(n);
+    }
     ir::Rendered r;
     s = ir::render_cuda(k->kernel, analysis, k->spec, target, &r, &k->launch);
     if (!s.ok()) return from_ir(host, s, "render");
@@ -181,7 +190,7 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
       info.compile_ns = static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
       std::snprintf(info.backend, sizeof info.backend, "nvrtc-sm_%d%d%s", device->cc_major, device->cc_minor,
-                    k->launch.block_program ? "/block" : "");
+                    !k->launch.block_program ? "" : k->launch.lowering.rfind("row", 0) == 0 ? "/row" : "/block");
       std::snprintf(info.cache_key, sizeof info.cache_key, "%s", built.key.c_str());
       const size_t n = out_info->struct_size < sizeof info ? out_info->struct_size : sizeof info;
       std::memcpy(out_info, &info, n);

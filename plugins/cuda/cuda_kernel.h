@@ -4,8 +4,10 @@
  * kernel_compile: reads and verifies the IR (plugins/sdk), renders CUDA C
  * with the sdk's render_cuda (htr_sdk_render_cuda.h: dot-shaped programs
  * as one thread block each on tensor cores, with as much shared memory as
- * the device lets a block opt into; every other program on one thread;
- * HTR_CUDA_BLOCK=0 turns the block lowering off), compiles it with NVRTC for the device's sm_XY through the cubin
+ * the device lets a block opt into; 1-D programs as one block each with the
+ * row spread over up to 256 threads, HTR_CUDA_ROW_THREADS=0 off, 32..1024
+ * the cap; every other program on one thread; HTR_CUDA_BLOCK=0 turns the
+ * block lowering off), compiles it with NVRTC for the device's sm_XY through the cubin
  * cache (cuda_nvrtc.h), loads it with cuModuleLoadData into the device's
  * context. No options are known (any is INVALID_ARGUMENT). No NVRTC or no
  * module entry points in the driver: UNIMPLEMENTED with the reason.
@@ -13,7 +15,8 @@
  * kernel_launch: checks argument count/kinds, buffers of this device,
  * offsets inside their buffers, grid >= 1 (total <= 2^31-1) and the values
  * of specialized scalars, then cuLaunchKernel on the stream: one block per
- * program for block-lowered kernels, else ceil(programs / 64) blocks of 64
+ * program (of the lowering's thread count) for block- and row-lowered
+ * kernels, else ceil(programs / 64) blocks of 64
  * threads; the rendered entry takes
  * the grid as its first three parameters. Faults of the kernel (an
  * out-of-bounds access the masks did not prevent) surface as DEVICE_LOST at

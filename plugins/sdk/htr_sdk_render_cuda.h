@@ -2,16 +2,20 @@
  * htr_sdk_render_cuda.h — the CUDA C dialect of the C-family renderer
  * (htr_sdk_ir_render.h), for NVRTC.
  *
- * Two lowerings. render_cuda (below) lowers dot-shaped programs
+ * Three lowerings. render_cuda (below) lowers dot-shaped programs
  * (htr_sdk_ir_block.h) with bf16/f16 operands to one thread block per
- * program on tensor cores, and hands every other program to cuda_dialect():
+ * program on tensor cores, 1-D programs to row blocks when
+ * CudaTarget::row_threads asks for it (see the end of this paragraph), and
+ * hands every other program to cuda_dialect():
  * one CUDA thread runs one program, exactly as the C++ dialect's loop body
  * does on a CPU thread; tile values are per-thread arrays (registers or
  * local memory), element loops are sequential, `dot` is a per-thread triple
  * loop in f32. The same lowering as the C++ dialect means the same
  * semantics (htr_sdk_ir_render.h) and the same tests; the cost is speed on
- * big tiles. Row kernels over the threads of a block are not done yet
- * (plugins/cuda/README.md, Gaps).
+ * big tiles. Programs whose tiles are all 1-D (rows: elementwise, softmax,
+ * LayerNorm, cross-entropy, AdamW, fused groups) can instead run one block
+ * per program with the row's elements spread over the threads
+ * (render_cuda_rows below; CudaTarget::row_threads).
  *
  * The entry point rendered by cuda_dialect() (render_cuda's block kernels
  * take the same parameters; see CudaLaunch for their launch):
@@ -52,9 +56,15 @@ struct CudaTarget {
   bool frag_double = false;
   // Programs are taken in groups of `group` rows of grid axis 1 (L2 reuse).
   uint32_t group = 8;
+  // Row lowering (render_cuda_rows) for programs that are not block-lowered
+  // and whose tiles are all 1-D: at most this many threads per block (a
+  // multiple of 32, <= 1024); 0 keeps them one thread per program. The cuda
+  // plugin sets 256 unless HTR_CUDA_ROW_THREADS says otherwise.
+  uint32_t row_threads = 0;
 };
 
-/* How to launch what render_cuda printed. block_program: one block of
+/* How to launch what render_cuda printed. block_program (dot-shaped or row
+ * lowering; `lowering` starts with "block-mma" or "row"): one block of
  * `threads` threads per program (grid = the program count in x, the entry
  * maps blockIdx.x to program ids) with `smem_bytes` of dynamic shared memory
  * (the function must be allowed that much first when it is over 48 KiB);
@@ -78,6 +88,28 @@ struct CudaLaunch {
  * way. Fails only as render() does. */
 Status render_cuda(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
                    const CudaTarget& target, Rendered* out, CudaLaunch* launch);
+
+/* Row lowering (htr_sdk_render_cuda_row.cc). rows_supported: every value is
+ * a scalar or a 1-D tile, no dot / expand_dims, broadcasts only of splats or
+ * to the same shape, reduces of 1-D tiles (to scalars); *max_len = the
+ * longest tile (1 without tiles); else false with the reason. The program is
+ * one block of `threads` threads (32..1024, a multiple of 32; blockIdx.x is
+ * the linearized program id, same entry parameters as cuda_dialect()'s, no
+ * dynamic shared memory); a tile of n elements is spread over the threads,
+ * thread t holding elements t, t+threads, ... (ceil(n/threads) registers);
+ * elementwise ops, loads and stores (masked per element) run on a thread's
+ * own elements; reduce: the thread's elements in order, xor shuffles over
+ * the warp, the warps' partials in warp order through shared memory;
+ * scalars are computed by every thread, scalar stores by thread 0; a
+ * barrier follows a store that a later access through the same argument
+ * (or an untraced pointer) may observe. Same semantics as
+ * render() except the grouping of float reductions. row_threads_for: the
+ * block size for the longest tile: the power of two >= max_len, >= 32,
+ * capped at `cap`. */
+bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::string* why);
+Status render_cuda_rows(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
+                        uint32_t threads, Rendered* out);
+uint32_t row_threads_for(uint32_t max_len, uint32_t cap);
 
 }  // namespace htr_sdk::ir
 

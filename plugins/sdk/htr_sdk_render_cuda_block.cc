@@ -731,6 +731,21 @@ Status render_cuda(const Kernel& k, const Analysis& a, const std::vector<Special
   } else {
     launch->lowering = "thread (block lowering off)";
   }
+  if (target.row_threads > 0) {
+    uint32_t len = 0;
+    std::string why;
+    if (rows_supported(k, a, &len, &why)) {
+      const uint32_t t = row_threads_for(len, target.row_threads);
+      Status s = render_cuda_rows(k, a, spec, t, out);
+      if (!s.ok()) return s;
+      launch->block_program = true;
+      launch->threads = t;
+      launch->smem_bytes = 0;
+      launch->lowering = "row " + std::to_string(t) + " threads";
+      return Status();
+    }
+    launch->lowering += ", not rows: " + why;
+  }
   launch->threads = 64;
   return render(k, a, spec, cuda_dialect(), out);
 }

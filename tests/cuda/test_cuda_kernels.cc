@@ -470,3 +470,68 @@ TEST_CASE("an illegal address makes the device DEVICE_LOST, and the process exit
 }
 
 }  // namespace
+
+namespace {
+
+// The row lowering (htr_sdk_render_cuda.h render_cuda_rows): every universal
+// kernel whose tiles are 1-D takes it (the matmuls do not), at the default
+// cap and at the extremes (32 threads: several elements per thread; 1024:
+// threads past the tile's end), and NVRTC compiles what it prints. [gpu]
+// runs it against the interpreter (the plugin's default).
+TEST_CASE("1-D programs render as row blocks that NVRTC compiles for sm_90", "[render]") {
+  Nvrtc nv;
+  if (!nv.ok()) {
+    HTR_CUDA_TEST_SKIP("libnvrtc not found");
+    return;
+  }
+  namespace ir = htr_sdk::ir;
+  for (const Case& c : Cases()) {
+    ir::Kernel kern;
+    ir::Analysis an;
+    REQUIRE(ir::read(c.ir.data(), c.ir.size(), &kern).ok());
+    REQUIRE(ir::verify(kern, &an).ok());
+    for (uint32_t cap : {256u, 32u, 1024u}) {
+      ir::CudaTarget target;
+      target.smem_bytes = 227 * 1024;
+      target.row_threads = cap;
+      ir::Rendered r;
+      ir::CudaLaunch launch;
+      REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
+      const bool matmul = c.name.rfind("matmul_", 0) == 0;
+      const bool mma = matmul && c.name != "matmul_f32";
+      INFO(c.name << " cap " << cap << ": " << launch.lowering);
+      CHECK(launch.block_program == !(matmul && !mma));
+      if (!matmul) {
+        CHECK(launch.lowering.rfind("row ", 0) == 0);
+        CHECK(launch.threads >= 32);
+        CHECK(launch.threads <= cap);
+        CHECK(launch.smem_bytes == 0);
+      } else if (!mma) {
+        CHECK(launch.lowering.find("not rows: ") != std::string::npos);
+      }
+      if (!launch.block_program || mma) continue;
+      if (const char* dump = std::getenv("HTR_CUDA_TEST_DUMP"); dump != nullptr && *dump != '\0') {
+        const std::string path = std::string(dump) + "/" + c.name + ".row" + std::to_string(cap) + ".cu";
+        if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+          std::fputs(r.source.c_str(), f);
+          std::fclose(f);
+        }
+      }
+      void* prog = nullptr;
+      REQUIRE(nv.create(&prog, r.source.c_str(), "k.cu", 0, nullptr, nullptr) == 0);
+      const char* opts[] = {"--gpu-architecture=sm_90", "--std=c++17", "--device-as-default-execution-space"};
+      const int rc = nv.compile(prog, 3, opts);
+      std::string log;
+      size_t n = 0;
+      if (nv.log_size(prog, &n) == 0 && n > 1) {
+        log.resize(n);
+        nv.log(prog, &log[0]);
+      }
+      nv.destroy(&prog);
+      INFO(log << "\n" << (rc != 0 ? r.source : std::string()));
+      CHECK(rc == 0);
+    }
+  }
+}
+
+}  // namespace

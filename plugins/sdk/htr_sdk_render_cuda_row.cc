@@ -1,0 +1,486 @@
+// Row lowering of the CUDA dialect (htr_sdk_render_cuda.h, render_cuda_rows):
+// programs whose tiles are all 1-D run as one thread block per program; a
+// tile of n elements is spread over the block's T threads, thread t holding
+// elements t, t+T, ... in a per-thread array of ceil(n/T) entries (registers
+// after full unrolling). Elementwise ops, loads and stores (masked per
+// element, as in the per-thread lowering) run over a thread's own elements;
+// `reduce` combines a thread's elements in order, then the warp's lanes by
+// xor shuffles, then the warps' partials in warp order through shared
+// memory, so every thread holds the (scalar) result. Scalars are computed
+// redundantly by every thread (control flow stays uniform, so barriers are
+// legal anywhere); scalar stores are done by thread 0. A barrier follows a
+// store when a later load or store (any, inside a loop) through the same
+// pointer argument (or an untraced pointer) could touch what another thread
+// stored.
+//
+// Same semantics as htr_sdk_ir_render.h (rounding of f16/bf16 after every op,
+// wrapping integers, NaN-propagating max/min, masked loads touch no memory);
+// reductions group differently (thread-strided partials), a reassociation of
+// float sums only.
+#include "htr_sdk_render_cuda.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace htr_sdk::ir {
+
+namespace {
+
+std::string v(uint32_t id) { return "v" + std::to_string(id); }
+
+class RowRenderer {
+ public:
+  RowRenderer(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec, uint32_t threads)
+      : k_(k), a_(a), spec_(spec), d_(cuda_dialect()), T_(threads) {}
+
+  Status run(Rendered* out) {
+    prepare();
+    std::vector<std::string> params;
+    std::string pre;
+    for (size_t i = 0; i < k_.args.size(); ++i) {
+      const Arg& arg = k_.args[i];
+      const std::string n = v(static_cast<uint32_t>(i));
+      const bool sp = i < spec_.size() && spec_[i].set;
+      if (arg.pointer) {
+        if (sp) return error(HTR_STATUS_INVALID_ARGUMENT, "argument %zu (%s) is a pointer; only scalars specialize", i, arg.name.c_str());
+        params.push_back("void* " + n + "_p");
+        pre += "    " + d_.storage_type(arg.dtype) + "* const " + n + " = (" + d_.storage_type(arg.dtype) + "*)" + n + "_p;\n";
+        continue;
+      }
+      params.push_back((arg.dtype == HTR_DTYPE_BOOL ? std::string("uint8_t") : d_.compute_type(arg.dtype)) + " " + n + "_p");
+      std::string value;
+      if (sp) {
+        value = literal(arg.dtype, arg.dtype == HTR_DTYPE_F32 ? const_bits_f(spec_[i].f) : spec_[i].i);
+        pre += "    (void)" + n + "_p;\n";
+      } else {
+        value = arg.dtype == HTR_DTYPE_BOOL ? "(" + n + "_p != 0)" : n + "_p";
+      }
+      pre += "    const " + d_.compute_type(arg.dtype) + " " + n + " = " + value + ";\n";
+    }
+    out->entry = "htr_k_" + k_.name;
+    const std::string Ts = std::to_string(T_);
+    // Launch bounds only past 256 threads, where they are needed to keep the
+    // registers per thread within what a 1024-thread block may use (up to 256
+    // threads may take 255 registers anyway).
+    const std::string bounds = T_ > 256 ? "__launch_bounds__(" + Ts + ") " : "";
+    s_ = d_.prelude + "\n" + "extern \"C\" __global__ void " + bounds + out->entry +
+         "(int32_t htr_g0, int32_t htr_g1, int32_t htr_g2";
+    for (const auto& p : params) s_ += ", " + p;
+    s_ += ") {\n  {\n"
+          "    const int64_t lin = (int64_t)blockIdx.x;\n"
+          "    if (lin >= (int64_t)htr_g0 * htr_g1 * htr_g2) return;\n"
+          "    const int32_t pid0 = (int32_t)(lin % htr_g0);\n"
+          "    const int32_t pid1 = (int32_t)((lin / htr_g0) % htr_g1);\n"
+          "    const int32_t pid2 = (int32_t)(lin / ((int64_t)htr_g0 * htr_g1));\n"
+          "    (void)pid0; (void)pid1; (void)pid2;\n"
+          "    const int32_t htr_tid = (int32_t)threadIdx.x;\n"
+          "    const int32_t htr_lane = htr_tid & 31, htr_warp = htr_tid >> 5;\n"
+          "    (void)htr_lane; (void)htr_warp;\n" +
+          pre;
+    depth_ = 2;
+    for (size_t i = 0; i < k_.ops.size(); ++i) {
+      while (!ends_.empty() && ends_.back().first == i) close_loop();
+      emit_op(static_cast<uint32_t>(i));
+    }
+    while (!ends_.empty()) close_loop();
+    s_ += "  }\n}\n";
+    out->source = std::move(s_);
+    return Status();
+  }
+
+ private:
+  const Type& type(uint32_t id) const { return a_.value_types[id]; }
+  std::string ct(uint32_t id) const {
+    const Type& t = type(id);
+    return t.ptr ? d_.storage_type(t.dtype) + "*" : d_.compute_type(t.dtype);
+  }
+  int64_t per_thread(uint32_t id) const { return (type(id).numel() + T_ - 1) / T_; }
+  void line(const std::string& l) { s_ += std::string(2 * depth_, ' ') + l + "\n"; }
+
+  uint32_t root(uint32_t id) const {
+    while (alias_[id] >= 0) id = static_cast<uint32_t>(alias_[id]);
+    return id;
+  }
+  // The thread's element `j` (global index `e`) of a value; the value itself for scalars.
+  std::string at(uint32_t id) const {
+    id = root(id);
+    if (splat_of_[id] >= 0) return at(static_cast<uint32_t>(splat_of_[id]));
+    if (!type(id).is_tile()) return v(id);
+    if (arange_[id] >= 0) return "(int32_t)(" + std::to_string(arange_[id]) + " + e)";
+    return v(id) + "[j]";
+  }
+
+  void prepare() {
+    const size_t nv = a_.value_types.size();
+    splat_of_.assign(nv, -1);
+    alias_.assign(nv, -1);
+    arange_.assign(nv, -1);
+    std::vector<int64_t> def(nv, -1);
+    for (size_t i = 0; i < k_.ops.size(); ++i)
+      for (uint32_t j = 0; j < defined_count(k_.ops[i]); ++j) def[a_.first_value[i] + j] = static_cast<int64_t>(i);
+    // The pointer argument a pointer value is based on (-1: not traced, e.g.
+    // a loaded pointer).
+    auto base = [&](uint32_t id) -> int64_t {
+      while (id >= k_.args.size()) {
+        if (def[id] < 0) return -1;
+        const Op& o = k_.ops[static_cast<size_t>(def[id])];
+        if (o.opcode != HTR_KIR_OP_PTR_ADD && o.opcode != HTR_KIR_OP_SPLAT && o.opcode != HTR_KIR_OP_BROADCAST)
+          return -1;
+        id = o.operands[0];
+      }
+      return id;
+    };
+    // A store needs a barrier after it when another thread's later access
+    // (any access, when the store is inside a loop) may touch what it wrote:
+    // a load or store through the same argument, or an untraced pointer.
+    // Readonly arguments are never stored through.
+    std::vector<int64_t> mem_base(k_.ops.size(), -2);  // -2: not a memory op
+    for (size_t i = 0; i < k_.ops.size(); ++i)
+      if (k_.ops[i].opcode == HTR_KIR_OP_LOAD || k_.ops[i].opcode == HTR_KIR_OP_STORE)
+        mem_base[i] = base(k_.ops[i].operands[0]);
+    std::vector<bool> in_loop(k_.ops.size(), false);
+    for (size_t i = 0; i < k_.ops.size(); ++i)
+      if (k_.ops[i].opcode == HTR_KIR_OP_FOR)
+        for (size_t j = i + 1; j < a_.body_end[i] && j < k_.ops.size(); ++j) in_loop[j] = true;
+    sync_after_.assign(k_.ops.size(), false);
+    for (size_t i = 0; i < k_.ops.size(); ++i) {
+      if (k_.ops[i].opcode != HTR_KIR_OP_STORE) continue;
+      for (size_t j = in_loop[i] ? 0 : i + 1; j < k_.ops.size() && !sync_after_[i]; ++j)
+        if (j != i && mem_base[j] != -2 && (mem_base[j] < 0 || mem_base[i] < 0 || mem_base[j] == mem_base[i]))
+          sync_after_[i] = true;
+    }
+    for (size_t i = 0; i < k_.ops.size(); ++i) {
+      const Op& op = k_.ops[i];
+      const uint32_t r = a_.first_value[i];
+      if (op.opcode == HTR_KIR_OP_SPLAT) splat_of_[r] = op.operands[0];
+      if (op.opcode == HTR_KIR_OP_BROADCAST) alias_[r] = op.operands[0];
+      if (op.opcode == HTR_KIR_OP_ARANGE) arange_[r] = op.attrs[0];
+    }
+  }
+
+  // for each of this thread's elements: stmt (guarded when n is not a multiple of T)
+  void each(uint32_t id, const std::string& stmt) {
+    const int64_t n = type(id).numel();
+    const std::string g = n % T_ != 0 ? "if (e < " + std::to_string(n) + ") " : "";
+    line("#pragma unroll");
+    line("for (int32_t j = 0; j < " + std::to_string(per_thread(id)) + "; ++j) { const int32_t e = htr_tid + j * " +
+         std::to_string(T_) + "; (void)e; " + g + stmt + " }");
+  }
+  void declare(uint32_t id) {
+    line(ct(id) + " " + v(id) + "[" + std::to_string(per_thread(id)) + "];");
+  }
+  void elementwise(uint32_t r, const std::string& expr) {
+    const Type& t = type(r);
+    if (!t.is_tile()) {
+      line((t.ptr ? ct(r) + " const " + v(r) + " = " + expr : "const " + ct(r) + " " + v(r) + " = " + rnd(t.dtype, expr)) + ";");
+      return;
+    }
+    declare(r);
+    each(r, v(r) + "[j] = " + (t.ptr ? expr : rnd(t.dtype, expr)) + ";");
+  }
+  void barrier_after_store(uint32_t i) {
+    if (sync_after_[i]) line("__syncthreads();");
+  }
+
+  std::string rnd(htr_dtype_t d, const std::string& x) const {
+    if (d == HTR_DTYPE_BF16) return "htr_bf16_rnd(" + x + ")";
+    if (d == HTR_DTYPE_F16) return "htr_f16_rnd(" + x + ")";
+    return x;
+  }
+  std::string literal(htr_dtype_t d, int64_t bits) const {
+    char buf[96];
+    if (is_float(d)) {
+      const float f = static_cast<float>(const_value_f(bits));
+      if (f != f) return "NAN";
+      if (f == 1.0f / 0.0f) return "INFINITY";
+      if (f == -1.0f / 0.0f) return "(-INFINITY)";
+      std::snprintf(buf, sizeof buf, "%af", static_cast<double>(f));
+      return rnd(d, buf);
+    }
+    if (d == HTR_DTYPE_BOOL) return bits ? "true" : "false";
+    if (d == HTR_DTYPE_I32) {
+      std::snprintf(buf, sizeof buf, "((int32_t)%" PRId64 "LL)", bits);
+      return buf;
+    }
+    std::snprintf(buf, sizeof buf, "((int64_t)UINT64_C(0x%" PRIx64 "))", static_cast<uint64_t>(bits));
+    return buf;
+  }
+  std::string binary_expr(uint16_t op, htr_dtype_t d, const std::string& a, const std::string& b) const {
+    const bool f = is_float(d);
+    switch (op) {
+      case HTR_KIR_OP_ADD: return f ? "(" + a + " + " + b + ")" : "htr_wadd(" + a + ", " + b + ")";
+      case HTR_KIR_OP_SUB: return f ? "(" + a + " - " + b + ")" : "htr_wsub(" + a + ", " + b + ")";
+      case HTR_KIR_OP_MUL: return f ? "(" + a + " * " + b + ")" : "htr_wmul(" + a + ", " + b + ")";
+      case HTR_KIR_OP_DIV: return f ? "(" + a + " / " + b + ")" : "htr_idiv(" + a + ", " + b + ")";
+      case HTR_KIR_OP_REM: return "htr_irem(" + a + ", " + b + ")";
+      case HTR_KIR_OP_MAX: return f ? "htr_maxf(" + a + ", " + b + ")" : "htr_imax(" + a + ", " + b + ")";
+      case HTR_KIR_OP_MIN: return f ? "htr_minf(" + a + ", " + b + ")" : "htr_imin(" + a + ", " + b + ")";
+      case HTR_KIR_OP_AND: return d == HTR_DTYPE_BOOL ? "(" + a + " && " + b + ")" : "(" + a + " & " + b + ")";
+      case HTR_KIR_OP_OR: return d == HTR_DTYPE_BOOL ? "(" + a + " || " + b + ")" : "(" + a + " | " + b + ")";
+      default: return "?";
+    }
+  }
+  std::string unary_expr(uint16_t op, htr_dtype_t d, const std::string& x) const {
+    const bool f = is_float(d);
+    switch (op) {
+      case HTR_KIR_OP_NEG: return f ? "(-" + x + ")" : "htr_wneg(" + x + ")";
+      case HTR_KIR_OP_ABS: return f ? d_.float_fn(op) + "(" + x + ")" : "htr_iabs(" + x + ")";
+      case HTR_KIR_OP_NOT: return "(!" + x + ")";
+      case HTR_KIR_OP_RSQRT: return "(1.0f / " + d_.float_fn(HTR_KIR_OP_SQRT) + "(" + x + "))";
+      default: return d_.float_fn(op) + "(" + x + ")";
+    }
+  }
+  std::string cast_expr(htr_dtype_t from, htr_dtype_t to, const std::string& x) const {
+    if (to == HTR_DTYPE_BOOL) return "(" + x + " != 0)";
+    if (is_float(to)) return "(float)(" + x + ")";
+    if (is_float(from)) return to == HTR_DTYPE_I32 ? "htr_f2i32(" + x + ")" : "htr_f2i64(" + x + ")";
+    return "(" + d_.compute_type(to) + ")(" + x + ")";
+  }
+  std::string load_expr(htr_dtype_t d, const std::string& p) const {
+    switch (d) {
+      case HTR_DTYPE_BF16: return "htr_bf16_ld(" + p + ")";
+      case HTR_DTYPE_F16: return "htr_f16_ld(" + p + ")";
+      case HTR_DTYPE_BOOL: return "(*" + p + " != 0)";
+      default: return "(*" + p + ")";
+    }
+  }
+  std::string store_stmt(htr_dtype_t d, const std::string& p, const std::string& x) const {
+    switch (d) {
+      case HTR_DTYPE_BF16: return "*" + p + " = htr_bf16_of(" + x + ");";
+      case HTR_DTYPE_F16: return "*" + p + " = htr_f16_of(" + x + ");";
+      case HTR_DTYPE_BOOL: return "*" + p + " = (uint8_t)(" + x + ");";
+      default: return "*" + p + " = " + x + ";";
+    }
+  }
+
+  void emit_op(uint32_t i) {
+    static const char* const cmp[] = {"==", "!=", "<", "<=", ">", ">="};
+    const Op& op = k_.ops[i];
+    const uint32_t r = a_.first_value[i];
+    auto in = [&](size_t j) { return op.operands[j]; };
+    switch (op.opcode) {
+      case HTR_KIR_OP_PROGRAM_ID:
+        line("const int32_t " + v(r) + " = pid" + std::to_string(op.attrs[0]) + ";");
+        break;
+      case HTR_KIR_OP_NUM_PROGRAMS:
+        line("const int32_t " + v(r) + " = htr_g" + std::to_string(op.attrs[0]) + ";");
+        break;
+      case HTR_KIR_OP_CONST:
+        line("const " + ct(r) + " " + v(r) + " = " + literal(op.results[0].dtype, op.attrs[0]) + ";");
+        break;
+      case HTR_KIR_OP_ARANGE: case HTR_KIR_OP_SPLAT: case HTR_KIR_OP_BROADCAST:
+        break;  // read through at()
+      case HTR_KIR_OP_PTR_ADD:
+        elementwise(r, "(" + at(in(0)) + " + " + at(in(1)) + ")");
+        break;
+      case HTR_KIR_OP_LOAD: {
+        const htr_dtype_t d = type(in(0)).dtype;
+        std::string x = load_expr(d, at(in(0)));
+        if (op.operands.size() > 1)
+          x = "(" + at(in(1)) + " ? " + x + " : " + (op.operands.size() == 3 ? at(in(2)) : "(" + d_.compute_type(d) + ")0") + ")";
+        elementwise(r, x);
+        break;
+      }
+      case HTR_KIR_OP_STORE: {
+        const Type& t = type(in(0));
+        std::string st = store_stmt(t.dtype, at(in(0)), at(in(1)));
+        if (op.operands.size() == 3) st = "if (" + at(in(2)) + ") " + st;
+        if (t.is_tile()) each(in(0), st);
+        else line("if (htr_tid == 0) { " + st + " }");
+        barrier_after_store(i);
+        break;
+      }
+      case HTR_KIR_OP_ADD: case HTR_KIR_OP_SUB: case HTR_KIR_OP_MUL: case HTR_KIR_OP_DIV:
+      case HTR_KIR_OP_REM: case HTR_KIR_OP_MAX: case HTR_KIR_OP_MIN: case HTR_KIR_OP_AND:
+      case HTR_KIR_OP_OR:
+        elementwise(r, binary_expr(op.opcode, type(in(0)).dtype, at(in(0)), at(in(1))));
+        break;
+      case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP: case HTR_KIR_OP_LOG:
+      case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH: case HTR_KIR_OP_ERF:
+      case HTR_KIR_OP_NOT:
+        elementwise(r, unary_expr(op.opcode, type(in(0)).dtype, at(in(0))));
+        break;
+      case HTR_KIR_OP_CMP:
+        elementwise(r, "(" + at(in(0)) + " " + cmp[op.attrs[0]] + " " + at(in(1)) + ")");
+        break;
+      case HTR_KIR_OP_SELECT:
+        elementwise(r, "(" + at(in(0)) + " ? " + at(in(1)) + " : " + at(in(2)) + ")");
+        break;
+      case HTR_KIR_OP_CAST:
+        elementwise(r, cast_expr(type(in(0)).dtype, type(r).dtype, at(in(0))));
+        break;
+      case HTR_KIR_OP_REDUCE: emit_reduce(op, r); break;
+      case HTR_KIR_OP_FOR: emit_for(i, op, r); break;
+      case HTR_KIR_OP_YIELD: emit_yield(op); break;
+      default: break;  // excluded by rows_supported()
+    }
+  }
+
+  // 1-D tile -> scalar: thread partial (element order), xor shuffles over
+  // the warp, warp partials in warp order through shared memory.
+  void emit_reduce(const Op& op, uint32_t r) {
+    const uint32_t x = op.operands[0];
+    const htr_dtype_t dt = type(x).dtype;
+    const bool f = is_float(dt);
+    const std::string ctype = d_.compute_type(dt);
+    std::string init;
+    uint16_t combine = HTR_KIR_OP_ADD;
+    switch (op.attrs[0]) {
+      case HTR_KIR_REDUCE_MAX:
+        init = f ? "(-INFINITY)" : (dt == HTR_DTYPE_I32 ? "INT32_MIN" : "INT64_MIN");
+        combine = HTR_KIR_OP_MAX;
+        break;
+      case HTR_KIR_REDUCE_MIN:
+        init = f ? "INFINITY" : (dt == HTR_DTYPE_I32 ? "INT32_MAX" : "INT64_MAX");
+        combine = HTR_KIR_OP_MIN;
+        break;
+      default:
+        init = "(" + ctype + ")0";
+    }
+    const std::string p = v(r) + "_p", sh = v(r) + "_s";
+    const uint32_t warps = T_ / 32;
+    line(ctype + " " + v(r) + ";");
+    line("{");
+    ++depth_;
+    line(ctype + " " + p + " = " + init + ";");
+    each(x, p + " = " + binary_expr(combine, dt, p, at(x)) + ";");
+    line("#pragma unroll");
+    line("for (int32_t o = 16; o > 0; o >>= 1) " + p + " = " +
+         binary_expr(combine, dt, p, "__shfl_xor_sync(0xffffffffu, " + p + ", o)") + ";");
+    if (warps > 1) {
+      line("__shared__ " + ctype + " " + sh + "[" + std::to_string(warps) + "];");
+      line("if (htr_lane == 0) " + sh + "[htr_warp] = " + p + ";");
+      line("__syncthreads();");
+      line(p + " = " + sh + "[0];");
+      line("#pragma unroll");
+      line("for (int32_t w = 1; w < " + std::to_string(warps) + "; ++w) " + p + " = " +
+           binary_expr(combine, dt, p, sh + "[w]") + ";");
+      line("__syncthreads();");
+    }
+    line(v(r) + " = " + rnd(dt, p) + ";");
+    --depth_;
+    line("}");
+  }
+
+  void emit_for(uint32_t i, const Op& op, uint32_t r) {
+    const uint32_t n = static_cast<uint32_t>(op.results.size());
+    const uint32_t iv = r + n;
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t b = iv + 1 + j, init = op.operands[3 + j];
+      if (type(b).is_tile()) {
+        declare(b);
+        each(b, v(b) + "[j] = " + at(init) + ";");
+      } else {
+        line(ct(b) + " " + v(b) + " = " + at(init) + ";");
+      }
+      alias_[r + j] = b;  // the result is the carried variable after the loop
+    }
+    const std::string it = d_.compute_type(type(iv).dtype);
+    line("for (int64_t " + v(iv) + "_t = " + v(op.operands[0]) + "; " + v(op.operands[2]) + " > 0 && " + v(iv) +
+         "_t < " + v(op.operands[1]) + "; " + v(iv) + "_t += " + v(op.operands[2]) + ") {");
+    ++depth_;
+    line("const " + it + " " + v(iv) + " = (" + it + ")" + v(iv) + "_t;");
+    ends_.push_back({a_.body_end[i], i});
+  }
+
+  // Through temporaries: a yielded value may be another carried variable.
+  void emit_yield(const Op& op) {
+    const uint32_t fi = ends_.back().second;
+    const Op& fo = k_.ops[fi];
+    const uint32_t first = a_.first_value[fi] + static_cast<uint32_t>(fo.results.size()) + 1;
+    const uint32_t n = static_cast<uint32_t>(op.operands.size());
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t b = first + j;
+      if (root(op.operands[j]) == b) continue;
+      if (type(b).is_tile()) {
+        line(ct(b) + " " + v(b) + "_n[" + std::to_string(per_thread(b)) + "];");
+        each(b, v(b) + "_n[j] = " + at(op.operands[j]) + ";");
+      } else {
+        line("const " + ct(b) + " " + v(b) + "_n = " + at(op.operands[j]) + ";");
+      }
+    }
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint32_t b = first + j;
+      if (root(op.operands[j]) == b) continue;
+      if (type(b).is_tile()) each(b, v(b) + "[j] = " + v(b) + "_n[j];");
+      else line(v(b) + " = " + v(b) + "_n;");
+    }
+  }
+
+  void close_loop() {
+    ends_.pop_back();
+    --depth_;
+    line("}");
+  }
+
+  const Kernel& k_;
+  const Analysis& a_;
+  const std::vector<Specialization>& spec_;
+  const Dialect& d_;
+  const uint32_t T_;
+  std::string s_;
+  int depth_ = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> ends_;  // (body end, for op index)
+  std::vector<int64_t> splat_of_;  // tile -> the scalar it splats, or -1
+  std::vector<int64_t> alias_;     // value -> value with the same elements (broadcast, for results)
+  std::vector<int64_t> arange_;    // arange tile -> its start, or -1
+  std::vector<bool> sync_after_;   // store op index -> a barrier follows it
+};
+
+}  // namespace
+
+bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::string* why) {
+  uint32_t m = 1;
+  for (const Type& t : a.value_types) {
+    if (t.rank > 1) {
+      *why = "a tile of rank " + std::to_string(t.rank) + " (" + t.str() + ")";
+      return false;
+    }
+    if (t.rank == 1 && t.shape[0] > m) m = t.shape[0];
+  }
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    const Op& op = k.ops[i];
+    switch (op.opcode) {
+      case HTR_KIR_OP_DOT: case HTR_KIR_OP_EXPAND_DIMS:
+        *why = std::string("op ") + opcode_name(op.opcode);
+        return false;
+      case HTR_KIR_OP_BROADCAST: {
+        const Type& x = a.value_types[op.operands[0]];
+        bool splat = false;  // a broadcast of a splat reads the scalar
+        uint32_t id = op.operands[0];
+        for (size_t j = 0; j < i && !splat; ++j)
+          if (k.ops[j].opcode == HTR_KIR_OP_SPLAT && a.first_value[j] == id) splat = true;
+        if (!splat && !x.same_shape(op.results[0])) {
+          *why = "a broadcast of a size-1 tile";
+          return false;
+        }
+        break;
+      }
+      case HTR_KIR_OP_REDUCE:
+        if (a.value_types[op.operands[0]].rank != 1) {
+          *why = "a reduce of a non-1-D tile";
+          return false;
+        }
+        break;
+      default: break;
+    }
+  }
+  *max_len = m;
+  return true;
+}
+
+Status render_cuda_rows(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
+                        uint32_t threads, Rendered* out) {
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    return error(HTR_STATUS_INVALID_ARGUMENT, "row lowering: %u threads (32..1024, a multiple of 32)", threads);
+  RowRenderer r(k, a, spec, threads);
+  return r.run(out);
+}
+
+uint32_t row_threads_for(uint32_t max_len, uint32_t cap) {
+  uint32_t t = 32;
+  while (t < max_len && t < cap) t *= 2;
+  return t > cap ? cap : t;
+}
+
+}  // namespace htr_sdk::ir
