@@ -22,6 +22,15 @@
  *     registers); a loop-carried accumulator that only feeds one dot which
  *     is yielded back (the matmul pattern) stays in registers for the
  *     whole loop and is written to workgroup memory once after it.
+ *     With GlslOptions::coopmat_* set, such a register accumulator whose
+ *     dot multiplies two f16 tiles loaded in the loop body (used only by
+ *     the dot), starts from a splat and divides into the cooperative
+ *     shape becomes cooperative matrices instead: each subgroup owns a
+ *     grid of f32 accumulator fragments, the loaded A/B tiles are kept as
+ *     float16_t in workgroup memory and read with coopMatLoadNV, and the
+ *     epilogue stores fragments through a per-subgroup workgroup staging
+ *     tile (coopMatStoreNV) before the element-wise store. Tensor-core
+ *     accumulation order differs from "k ascending" (f32 all the same).
  *     A kernel whose arrays exceed `shared_bytes` falls back to:
  *   - one invocation per program (W = 1): arrays in workgroup memory
  *     within half the budget, else all private, loops serial.
@@ -90,6 +99,11 @@ struct GlslOptions {
   // splits into register micro-tiles of at most 64 outputs per invocation. CPU devices: their
   // default W (one SIMD vector) would otherwise leave big dots without micro-tiles.
   uint32_t widen_for_dot = 0;
+  // Cooperative matrices (GL_NV_cooperative_matrix): set by the plugin only where the device
+  // lists a subgroup-scope f16 x f16 + f32 -> f32 shape coopmat_m x coopmat_n x coopmat_k and
+  // basic subgroup ops; 0 = off. subgroup_size: the device's (fixed) subgroup size.
+  uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
+  uint32_t subgroup_size = 0;
 };
 
 /* `k` verified (giving `a`); `spec` one entry per argument or empty.

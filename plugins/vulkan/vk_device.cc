@@ -60,6 +60,48 @@ void pick_memory(PhysInfo* d) {
   }
 }
 
+// VK_NV_cooperative_matrix: the feature bit, compute-stage support and a
+// subgroup-scope f16 x f16 + f32 -> f32 shape (16x16x16 preferred, else the
+// first listed); fills d->coopmat_nv* only when all are present.
+void query_coopmat_nv(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cf{};
+  cf.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  VkPhysicalDeviceFeatures2 f2{};
+  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  f2.pNext = &cf;
+  ctx->it.vkGetPhysicalDeviceFeatures2(p, &f2);
+  VkPhysicalDeviceCooperativeMatrixPropertiesNV cp{};
+  cp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  VkPhysicalDeviceProperties2 p2{};
+  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  p2.pNext = &cp;
+  ctx->it.vkGetPhysicalDeviceProperties2(p, &p2);
+  if (!cf.cooperativeMatrix || (cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) == 0) return;
+  auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      ctx->g.vkGetInstanceProcAddr(ctx->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (get == nullptr) return;
+  uint32_t n = 0;
+  if (get(p, &n, nullptr) != VK_SUCCESS || n == 0) return;
+  std::vector<VkCooperativeMatrixPropertiesNV> v(n);
+  for (auto& e : v) e.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  const VkResult r = get(p, &n, v.data());
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return;
+  v.resize(n);
+  for (const auto& e : v) {
+    if (e.AType != VK_COMPONENT_TYPE_FLOAT16_NV || e.BType != VK_COMPONENT_TYPE_FLOAT16_NV ||
+        e.CType != VK_COMPONENT_TYPE_FLOAT32_NV || e.DType != VK_COMPONENT_TYPE_FLOAT32_NV ||
+        e.scope != VK_SCOPE_SUBGROUP_NV)
+      continue;
+    const bool pref = e.MSize == 16 && e.NSize == 16 && e.KSize == 16;
+    if (d->coopmat_nv && !pref) continue;
+    d->coopmat_nv = true;
+    d->coopmat_nv_m = e.MSize;
+    d->coopmat_nv_n = e.NSize;
+    d->coopmat_nv_k = e.KSize;
+    if (pref) break;
+  }
+}
+
 }  // namespace
 
 void discover_devices(htr_plugin_ctx_t* ctx) {
@@ -119,6 +161,10 @@ void discover_devices(htr_plugin_ctx_t* ctx) {
     const auto exts = device_exts(ctx, p);
     d.bf16 = has_ext(exts, "VK_KHR_shader_bfloat16");
     d.coopmat = has_ext(exts, "VK_KHR_cooperative_matrix");
+    if (has_ext(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && d.fp16 &&
+        (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) != 0 &&
+        (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0)
+      query_coopmat_nv(ctx, p, &d);
     d.memory_budget = has_ext(exts, "VK_EXT_memory_budget");
     uint32_t qn = 0;
     ctx->it.vkGetPhysicalDeviceQueueFamilyProperties(p, &qn, nullptr);
@@ -208,12 +254,16 @@ htr_status_t device_get_properties(htr_plugin_ctx_t* ctx, uint32_t index,
   if (kernels_supported(d)) p.capabilities |= HTR_CAP_KERNEL_IR | HTR_CAP_LIBRARY_OPS;
   if (d.timestamps) p.capabilities |= HTR_CAP_TIMERS;
   p.max_alloc_bytes = d.max_alloc != 0 ? d.max_alloc : d.device_heap_size;
+  char coop_nv[64] = "";
+  if (d.coopmat_nv)
+    std::snprintf(coop_nv, sizeof coop_nv, " (NV %ux%ux%u f16->f32: used)", d.coopmat_nv_m, d.coopmat_nv_n,
+                  d.coopmat_nv_k);
   std::snprintf(p.description, sizeof p.description,
                 "Vulkan %s; subgroup %u; fp16 %s, 16-bit storage %s, bf16 %s, cooperative "
-                "matrix %s; heap %.1f GiB%s",
+                "matrix %s%s; heap %.1f GiB%s",
                 d.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? "CPU device" : "GPU",
                 d.subgroup_size, d.fp16 ? "yes" : "no", d.storage16 ? "yes" : "no",
-                d.bf16 ? "yes" : "no", d.coopmat ? "yes" : "no",
+                d.bf16 ? "yes" : "no", d.coopmat ? "yes" : "no", coop_nv,
                 static_cast<double>(d.device_heap_size) / (1024.0 * 1024.0 * 1024.0),
                 d.device_memory_host_visible ? " (host-visible)" : "");
   const size_t n = out->struct_size < sizeof p ? out->struct_size : sizeof p;
@@ -255,9 +305,18 @@ htr_status_t device_open(htr_plugin_ctx_t* ctx, uint32_t index, htr_plugin_devic
     f2.pNext = &f11;
     f2.features.shaderInt64 = d.int64;
     f2.features.shaderInt16 = d.int16;
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
+    coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+    coop.cooperativeMatrix = VK_TRUE;
+    const char* coop_ext = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    if (d.coopmat_nv) f12.pNext = &coop;
     VkDeviceCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     ci.pNext = &f2;
+    if (d.coopmat_nv) {
+      ci.enabledExtensionCount = 1;
+      ci.ppEnabledExtensionNames = &coop_ext;
+    }
     ci.queueCreateInfoCount = 1;
     ci.pQueueCreateInfos = &q;
     VkResult r = ctx->it.vkCreateDevice(d.phys, &ci, nullptr, &dev->dev);

@@ -5,8 +5,9 @@
  * device_open creates a VkDevice with one compute queue and enables only
  * features the device reports: timeline semaphores and buffer device
  * addresses (required), int64/int16/int8 arithmetic, 16/8-bit storage and
- * fp16 where present. Streams share the queue (submissions serialized by
- * queue_mu). The device's memory allocator, kernel compiler state and
+ * fp16 where present, and VK_NV_cooperative_matrix (extension + feature)
+ * where it lists an f16 x f16 + f32 shape (PhysInfo::coopmat_nv). Streams
+ * share the queue (submissions serialized by queue_mu). The device's memory allocator, kernel compiler state and
  * pipeline cache hang off it and die in device_close, after the host has
  * destroyed its buffers, streams, events and kernels.
  *

@@ -206,6 +206,15 @@ htr_sdk::ir::GlslOptions glsl_options(const PhysInfo& d) {
   // CPU devices widen such kernels' workgroups (up to 64 invocations, 8 vectors).
   if (cpu) o.widen_for_dot = std::min<uint32_t>(64, std::min(d.props.limits.maxComputeWorkGroupInvocations,
                                                              d.props.limits.maxComputeWorkGroupSize[0]));
+  // Cooperative matrices (NV) where the device lists an f16 x f16 + f32 shape; HTR_VK_COOPMAT=0
+  // turns them off (comparisons with the SIMT lowering).
+  const char* cm = std::getenv("HTR_VK_COOPMAT");
+  if (d.coopmat_nv && !cpu && !(cm != nullptr && std::strcmp(cm, "0") == 0)) {
+    o.coopmat_m = d.coopmat_nv_m;
+    o.coopmat_n = d.coopmat_nv_n;
+    o.coopmat_k = d.coopmat_nv_k;
+    o.subgroup_size = d.subgroup_size;
+  }
   return o;
 }
 

@@ -36,10 +36,29 @@ struct Tile {
 // the workgroup (htr_sdk_ir_glsl.h). GPUs: 128x128x8 over 256 invocations
 // (8x8 each); CPU devices (lavapipe): 64x64x16 over 64 invocations (8 SIMD
 // vectors, 8x8 each).
-Tile tile_for(const htr_plugin_device_t* d) {
+Tile tile_for(const htr_plugin_device_t* d, htr_dtype_t dtype) {
   const uint32_t* env = d->ctx->matmul_tile;
   if (env[0] != 0) return Tile{env[0], env[1], env[2], env[3]};
   const PhysInfo& info = *d->info;
+  // f16 on cooperative matrices (glsl_options sets them): A/B tiles as f16 in workgroup memory,
+  // plus one f32 staging fragment per subgroup for the epilogue; the tile must divide into the
+  // cooperative shape over the workgroup's subgroups (htr_sdk_ir_glsl.cc, plan_coop).
+  // H200 sweep (f16 4096^3, TFLOP/s, plugins/vulkan/README.md): 128x256x32/256 26.5,
+  // 256x128x32/256 26.4, 128x128x32/256 9.4, 64x64x32/128 7.9.
+  const htr_sdk::ir::GlslOptions go = glsl_options(info);
+  if (dtype == HTR_DTYPE_F16 && go.coopmat_m != 0) {
+    static const Tile kCoop[] = {{128, 256, 32, 256}, {128, 128, 32, 256}, {64, 64, 32, 128}};
+    for (const Tile& t : kCoop) {
+      // operand rows padded by 8 halves (htr_sdk_ir_glsl.cc, kPad)
+      const uint64_t shared = 2 * (uint64_t{t.bm} * (t.bk + 8) + uint64_t{t.bk} * (t.bn + 8)) +
+                              4 * uint64_t{t.w / go.subgroup_size} * go.coopmat_m * go.coopmat_n;
+      if (t.w > std::min(info.props.limits.maxComputeWorkGroupInvocations, info.props.limits.maxComputeWorkGroupSize[0]) ||
+          shared > info.props.limits.maxComputeSharedMemorySize || t.bm % go.coopmat_m != 0 ||
+          t.bn % go.coopmat_n != 0 || t.bk % go.coopmat_k != 0)
+        continue;
+      return t;
+    }
+  }
   const bool cpu = info.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   const uint64_t wmax = std::min(info.props.limits.maxComputeWorkGroupInvocations,
                                  info.props.limits.maxComputeWorkGroupSize[0]);
@@ -143,7 +162,7 @@ htr_status_t plan_matmul(const htr_sdk::Host& host, const htr_op_desc_t* desc, b
 
 // The device's matmul kernel for `dtype` (compiled once).
 htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, Tile* tile, htr_plugin_kernel_t** out) {
-  const Tile t = tile_for(d);
+  const Tile t = tile_for(d, dtype);
   *tile = t;
   const std::string key = std::string("matmul/") + htr_sdk::dtype_name(dtype) + "/" + std::to_string(t.bm) + "x" +
                           std::to_string(t.bn) + "x" + std::to_string(t.bk) + "x" + std::to_string(t.w);

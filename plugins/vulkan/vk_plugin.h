@@ -53,6 +53,12 @@ struct PhysInfo {
   bool storage8 = false;          // storageBuffer8BitAccess
   bool bf16 = false;              // VK_KHR_shader_bfloat16
   bool coopmat = false;           // VK_KHR_cooperative_matrix
+  // VK_NV_cooperative_matrix with its feature and a subgroup-scope f16 x f16 + f32 -> f32 shape
+  // listed by vkGetPhysicalDeviceCooperativeMatrixPropertiesNV (compute stage, basic subgroup
+  // ops): what the GLSL lowering's cooperative-matrix dot needs (glslang 12 knows only the NV
+  // GLSL extension). coopmat_nv_m/n/k: that shape (16x16x16 preferred), 0 when absent.
+  bool coopmat_nv = false;
+  uint32_t coopmat_nv_m = 0, coopmat_nv_n = 0, coopmat_nv_k = 0;
   bool memory_budget = false;     // VK_EXT_memory_budget
   uint32_t device_local_type = UINT32_MAX;  // memory type for buffers
   uint32_t staging_type = UINT32_MAX;       // host-visible + coherent

@@ -282,18 +282,19 @@ TEST_CASE("vulkan: matmul with the conformance kit's tiles, on every lowering pa
 // A K loop's accumulator kept in registers, then used other than by a plain
 // store: a row sum after it (spilled to workgroup memory where first needed)
 // and a second loop after it (spilled right after the first loop).
-static std::vector<uint8_t> AccumulatorUses(bool loop_after) {
+static std::vector<uint8_t> AccumulatorUses(bool loop_after, htr_dtype_t ab = HTR_DTYPE_F32) {
   namespace L = htr::lang;
   L::Builder b(loop_after ? "acc_then_loop" : "acc_then_rowsum");
-  L::Value A = b.arg_ptr("a", HTR_DTYPE_F32, true);
-  L::Value B = b.arg_ptr("b", HTR_DTYPE_F32, true);
+  L::Value A = b.arg_ptr("a", ab, true);
+  L::Value B = b.arg_ptr("b", ab, true);
   L::Value C = b.arg_ptr("c", HTR_DTYPE_F32);
   L::Value S = b.arg_ptr("s", HTR_DTYPE_F32);
   L::Value K = b.arg_scalar("K", HTR_DTYPE_I32);
   L::Value rm = b.expand_dims(b.arange(0, 16), 1);  // [16,1]
   L::Value rn = b.expand_dims(b.arange(0, 16), 0);  // [1,16]
-  L::Value rk = b.arange(0, 8);
-  auto out = b.for_range(b.i32(0), K, b.i32(8), {b.zeros({16, 16}, HTR_DTYPE_F32)},
+  const int32_t bk = ab == HTR_DTYPE_F16 ? 16 : 8;  // f16: the cooperative K (16) divides it
+  L::Value rk = b.arange(0, bk);
+  auto out = b.for_range(b.i32(0), K, b.i32(bk), {b.zeros({16, 16}, HTR_DTYPE_F32)},
                          [&](L::Value k0, const std::vector<L::Value>& c) {
     L::Value ka = b.expand_dims(k0 + rk, 0), kb = b.expand_dims(k0 + rk, 1);
     L::Value a = b.load(A + rm * K + ka, ka < K);
@@ -324,6 +325,45 @@ TEST_CASE("vulkan: register accumulators spilled for other uses", "[vulkan-kerne
              I(K)},
             {1, 1, 1}, {}, {w});
     }
+}
+
+// f16 dots with an f32 accumulator: cooperative matrices on devices that
+// list an f16 shape (VK_NV_cooperative_matrix, e.g. NVIDIA), the SIMT
+// lowering elsewhere (lavapipe); either way equal to the interpreter. Odd
+// shapes (masked tiles), B transposed, 1 to 8 subgroups per program, and the
+// accumulator's spills (a row sum after the loop, a loop after the loop).
+// The library matmul's 128x128x32 over 256 invocations runs in the H200
+// bench and conformance (lavapipe would take long to compile it here).
+TEST_CASE("vulkan: f16 matmul on cooperative matrices where the device has them", "[vulkan-kernels]") {
+  Env env;
+  const int M = 37, N = 45, K = 70;
+  struct Path {
+    uint32_t bm, bn, bk;
+    const char* w;
+  };
+  for (const Path& p : {Path{32, 32, 16, "workgroup=64"}, Path{16, 16, 16, "workgroup=32"},
+                        Path{64, 64, 32, "workgroup=128"}}) {
+    MatmulConfig cfg;
+    cfg.bm = p.bm;
+    cfg.bn = p.bn;
+    cfg.bk = p.bk;
+    cfg.dtype = HTR_DTYPE_F16;
+    std::vector<uint8_t> ir;
+    built(BuildMatmul(cfg, &ir));
+    INFO("tiles " << p.bm << "x" << p.bn << "x" << p.bk << ", " << p.w);
+    check(env, ir,
+          {f16(rnd(M * K, 60)), f16(rnd(K * N, 61)), f16(std::vector<float>(M * N, 7.0f)), I(M), I(N), I(K), I(K), I(1),
+           I(1), I(K), I(N), I(1)},
+          {(N + p.bn - 1) / p.bn, (M + p.bm - 1) / p.bm, 1}, {}, {p.w});
+  }
+  const int K2 = 48;
+  for (bool loop_after : {false, true}) {
+    INFO("f16 accumulator uses" << (loop_after ? ", loop after" : ""));
+    check(env, AccumulatorUses(loop_after, HTR_DTYPE_F16),
+          {f16(rnd(16 * K2, 92)), f16(rnd(K2 * 16, 93)), f32(std::vector<float>(256, 7)), f32(std::vector<float>(16, 7)),
+           I(K2)},
+          {1, 1, 1}, {}, {"workgroup=32"});  // one subgroup: the 16x16 tile is one fragment
+  }
 }
 
 TEST_CASE("vulkan: large private arrays either run correctly or are refused", "[vulkan-kernels]") {

@@ -1,0 +1,131 @@
+// The GLSL lowering's cooperative-matrix dot (GL_NV_cooperative_matrix,
+// plugins/sdk/htr_sdk_ir_glsl.h), checked without a device that has one:
+// the DSL matmul rendered with the cooperative options an NVIDIA GPU gets
+// (16x16x16 f16 -> f32, subgroup 32) must use cooperative matrices exactly
+// where the lowering promises (f16 operands, shapes that divide), and every
+// rendering must compile with shaderc for Vulkan 1.2 and pass SPIRV-Tools
+// validation, as the plugin does. Running it is the H200's part
+// (plugins/vulkan/README.md); lavapipe has no cooperative matrices.
+#include <shaderc/shaderc.h>
+#include <spirv-tools/libspirv.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "htr_sdk_ir.h"
+#include "htr_sdk_ir_glsl.h"
+#include "ops/kernels/kernels.h"
+
+namespace {
+
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+  std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+  if (!ok) ++failures;
+}
+
+// shaderc (Vulkan 1.2, SPIR-V 1.5, performance) + SPIRV-Tools validation; "" when both pass.
+std::string compile(const std::string& src, const std::string& name) {
+  shaderc_compiler_t c = shaderc_compiler_initialize();
+  shaderc_compile_options_t o = shaderc_compile_options_initialize();
+  shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
+  shaderc_compile_options_set_target_spirv(o, shaderc_spirv_version_1_5);
+  shaderc_compile_options_set_optimization_level(o, shaderc_optimization_level_performance);
+  shaderc_compilation_result_t r =
+      shaderc_compile_into_spv(c, src.data(), src.size(), shaderc_compute_shader, name.c_str(), "main", o);
+  std::string err;
+  std::vector<uint32_t> spv;
+  if (shaderc_result_get_compilation_status(r) != shaderc_compilation_status_success) {
+    err = std::string("shaderc: ") + shaderc_result_get_error_message(r);
+  } else {
+    const char* b = shaderc_result_get_bytes(r);
+    spv.resize(shaderc_result_get_length(r) / 4);
+    std::memcpy(spv.data(), b, spv.size() * 4);
+  }
+  shaderc_result_release(r);
+  shaderc_compile_options_release(o);
+  shaderc_compiler_release(c);
+  if (!err.empty()) return err;
+  spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
+  spv_const_binary_t bin{spv.data(), spv.size()};
+  spv_diagnostic diag = nullptr;
+  if (spvValidate(ctx, &bin, &diag) != SPV_SUCCESS)
+    err = std::string("SPIR-V validation: ") + (diag != nullptr && diag->error != nullptr ? diag->error : "?");
+  if (diag != nullptr) spvDiagnosticDestroy(diag);
+  spvContextDestroy(ctx);
+  return err;
+}
+
+// Renders the DSL matmul (bm x bn x bk, dtype) over W invocations; empty source on error.
+htr_sdk::ir::GlslShader render(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_t dt, uint32_t W, bool coop) {
+  namespace ir = htr_sdk::ir;
+  htr::kernels::MatmulConfig cfg;
+  cfg.bm = bm;
+  cfg.bn = bn;
+  cfg.bk = bk;
+  cfg.dtype = dt;
+  std::vector<uint8_t> bytes;
+  ir::GlslShader sh;
+  if (!htr::kernels::BuildMatmul(cfg, &bytes).message.empty()) return sh;
+  ir::Kernel k;
+  ir::Analysis an;
+  if (!ir::read(bytes.data(), bytes.size(), &k).ok() || !ir::verify(k, &an).ok()) return sh;
+  ir::GlslOptions o;
+  o.max_push_bytes = 256;
+  o.shared_bytes = 49152;  // the H200's maxComputeSharedMemorySize
+  o.workgroup_size = W;
+  o.unroll = o.unroll_k = true;
+  if (coop) {
+    o.coopmat_m = o.coopmat_n = o.coopmat_k = 16;
+    o.subgroup_size = 32;
+  }
+  const ir::Status st = ir::render_glsl(k, an, {}, o, &sh);
+  if (!st.ok()) {
+    std::printf("render: %s\n", st.message.c_str());
+    sh.source.clear();
+  }
+  return sh;
+}
+
+bool has(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+void expect(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_t dt, uint32_t W, bool coop, bool want_coop) {
+  const std::string name = "matmul " + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
+                           (dt == HTR_DTYPE_F16 ? " f16" : dt == HTR_DTYPE_F32 ? " f32" : " bf16") + " W=" +
+                           std::to_string(W) + (coop ? " coop options" : " no coop options");
+  const htr_sdk::ir::GlslShader sh = render(bm, bn, bk, dt, W, coop);
+  check(!sh.source.empty(), name + ": renders");
+  if (std::getenv("HTR_TEST_DUMP_GLSL") != nullptr) std::printf("%s\n", sh.source.c_str());
+  if (sh.source.empty()) return;
+  const bool uses = has(sh.source, "coopMatMulAddNV");
+  check(uses == want_coop, name + (want_coop ? ": uses cooperative matrices" : ": keeps the SIMT dot"));
+  if (want_coop) {
+    check(has(sh.source, "shared float16_t") && has(sh.source, "coopMatStoreNV") && sh.workgroup_size == W,
+          name + ": f16 operand tiles in workgroup memory, fragments stored through it, W kept");
+    check(sh.shared_bytes <= 49152, name + ": within workgroup memory (" + std::to_string(sh.shared_bytes) + " B)");
+  } else {
+    check(!has(sh.source, "GL_NV_cooperative_matrix") && !has(sh.source, "float16_t"),
+          name + ": no cooperative-matrix extension or f16 arrays");
+  }
+  const std::string err = compile(sh.source, "matmul");
+  check(err.empty(), name + ": shaderc + SPIR-V validation" + (err.empty() ? "" : " (" + err + ")"));
+}
+
+}  // namespace
+
+int main() {
+  expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true);   // the H200 default (vk_ops.cc)
+  expect(128, 128, 32, HTR_DTYPE_F16, 256, true, true);
+  expect(64, 64, 32, HTR_DTYPE_F16, 128, true, true);
+  expect(32, 64, 16, HTR_DTYPE_F16, 64, true, true);       // 2 subgroups, 2x4 fragments each
+  expect(128, 128, 32, HTR_DTYPE_F16, 256, false, false);  // device without cooperative matrices
+  expect(64, 64, 16, HTR_DTYPE_F32, 128, true, false);     // f32 operands
+  expect(64, 64, 16, HTR_DTYPE_BF16, 128, true, false);    // bf16: no NV cooperative type
+  expect(8, 8, 8, HTR_DTYPE_F16, 64, true, false);         // does not divide into 16x16x16
+  std::printf("%s\n", failures == 0 ? "all passed" : "FAILED");
+  return failures == 0 ? 0 : 1;
+}
