@@ -45,22 +45,6 @@ bool matmul_impl_parse(const char* name, MatmulImpl* out) {
   return true;
 }
 
-bool matmul_layout_parse(const char* name, MatmulLayout* out) {
-  if (name == nullptr) {
-    return false;
-  }
-  if (std::strcmp(name, "auto") == 0) {
-    *out = MatmulLayout::kAuto;
-  } else if (std::strcmp(name, "split") == 0) {
-    *out = MatmulLayout::kSplit;
-  } else if (std::strcmp(name, "team") == 0) {
-    *out = MatmulLayout::kTeam;
-  } else {
-    return false;
-  }
-  return true;
-}
-
 bool matmul_impl_built(MatmulImpl impl) {
   switch (impl) {
     case MatmulImpl::kOpenBlas: return OpenBlasMatmul::built();
@@ -212,8 +196,8 @@ int64_t batch_offset(const MatmulPlan& p, const int64_t* bstride, int64_t linear
 
 // ------------------------------------------------------------------ engine
 
-MatmulEngine::MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool, MatmulLayout layout)
-    : host_(host), pool_(pool), layout_(layout) {
+MatmulEngine::MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool)
+    : host_(host), pool_(pool) {
   if (OpenBlasMatmul::built()) {
     openblas_ = std::make_unique<OpenBlasMatmul>(1);
   }
@@ -225,9 +209,6 @@ MatmulEngine::MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool, MatmulLa
         onednn_.clear();
         break;
       }
-    }
-    if (!onednn_.empty() && workers() > 1) {
-      onednn_team_ = std::make_unique<OneDnnMatmul>(workers());
     }
   }
 }
@@ -248,12 +229,8 @@ std::string MatmulEngine::backends_description() const {
   if (s.empty()) {
     return "no matmul backend";
   }
-  s += "; single-threaded, split over " + std::to_string(std::max(workers(), 1u)) + " pool threads";
-  if (onednn_team_) {
-    s += ", or onednn with an OpenMP team of " + std::to_string(workers()) +
-         " where measured faster";
-  }
-  return s;
+  return s + "; single-threaded, split over " + std::to_string(std::max(workers(), 1u)) +
+         " pool threads";
 }
 
 bool MatmulEngine::bf16_native() const { return !onednn_.empty() && onednn_.front()->bf16_native(); }
@@ -386,10 +363,16 @@ htr_sdk::WorkError MatmulEngine::choose(const MatmulPlan& p, const MatmulArgs& a
   return {};
 }
 
+namespace {
+
+// Matmuls below this many multiply-adds run on the calling thread: waking
+// the pool costs more than it saves.
+constexpr double kSplitMinMacs = 1u << 18;
+
 // How one matmul is shared out: `parts` pieces; piece w covers batch entries
 // [batch_lo(w), batch_hi(w)) whole (split_batch), or the given rows/columns
 // of every batch entry.
-struct MatmulSplit {
+struct Split {
   bool split_batch = false;
   bool split_rows = true;  // else columns
   int64_t extent = 0;      // batch entries, rows or columns being split
@@ -398,20 +381,9 @@ struct MatmulSplit {
   int64_t hi(uint32_t w) const { return extent * (w + 1) / parts; }
 };
 
-namespace {
-
-// Matmuls below this many multiply-adds run on the calling thread: waking
-// the pool costs more than it saves.
-constexpr double kSplitMinMacs = 1u << 18;
-// Only below this many multiply-adds is the oneDNN team a candidate: above
-// it the split's one pool wake-up is under 1% of the call, so the team can
-// only win by noise, and a team left spinning between a training step's
-// large matmuls would compete with the pool (README "Threads").
-constexpr double kTeamMaxMacs = 1u << 25;
-
 // Piece [lo, hi) of the split dimension of one batch entry `bi` (or of all
 // when the batch itself is split) as a batch-free plan plus pointers.
-void piece(const MatmulPlan& p, const MatmulArgs& args, const MatmulSplit& s, int64_t bi, int64_t lo,
+void piece(const MatmulPlan& p, const MatmulArgs& args, const Split& s, int64_t bi, int64_t lo,
            int64_t hi, MatmulPlan* out_plan, MatmulArgs* out_args) {
   const int64_t in_size = static_cast<int64_t>(htr_sdk::dtype_size(p.in_dtype));
   const int64_t out_size = static_cast<int64_t>(htr_sdk::dtype_size(p.out_dtype));
@@ -452,7 +424,7 @@ htr_sdk::WorkError MatmulEngine::run(const MatmulPlan& p, const MatmulArgs& args
   const uint32_t nw = workers();
   const double macs = static_cast<double>(p.m) * static_cast<double>(p.n) *
                       static_cast<double>(p.k) * static_cast<double>(p.batch);
-  MatmulSplit s;
+  Split s;
   if (nw > 1 && macs >= kSplitMinMacs) {
     if (p.batch >= nw) {
       s.split_batch = true;
@@ -492,22 +464,6 @@ htr_sdk::WorkError MatmulEngine::run(const MatmulPlan& p, const MatmulArgs& args
   if (!e.ok()) {
     return e;
   }
-  if (p.impl == MatmulImpl::kAuto && p.batch == 1 && onednn_team_ &&
-      layout_ != MatmulLayout::kSplit && (layout_ == MatmulLayout::kTeam || macs <= kTeamMaxMacs) &&
-      (layout_ == MatmulLayout::kTeam || prefer_team(p, args, s, impl))) {
-    e = onednn_team_->run(p, args);
-    if (e.ok()) {
-      return e;
-    }
-    host_.log(HTR_LOG_WARN, "matmul onednn team failed (%s); splitting over the pool",
-              e.message.c_str());
-  }
-  return run_split(p, args, s, impl);
-}
-
-htr_sdk::WorkError MatmulEngine::run_split(const MatmulPlan& p, const MatmulArgs& args,
-                                           const MatmulSplit& s, MatmulImpl impl) {
-  const uint32_t nw = workers();
   std::vector<htr_sdk::WorkError> errors(nw);
   const uint32_t parts = s.parts;
   pool_->parallel_for(nw, [&](size_t begin, size_t end) {
@@ -541,59 +497,6 @@ htr_sdk::WorkError MatmulEngine::run_split(const MatmulPlan& p, const MatmulArgs
     }
   }
   return {};
-}
-
-bool MatmulEngine::prefer_team(const MatmulPlan& p, const MatmulArgs& args, const MatmulSplit& s,
-                               MatmulImpl impl) {
-  const Key key = key_of(p);
-  auto it = team_choices_.find(key);
-  if (it != team_choices_.end()) {
-    return it->second;
-  }
-  // Both layouts write into dense scratch with C's orientation, beta 0.
-  MatmulPlan t = p;
-  t.beta = 0.0f;
-  t.c = Mat2D{p.c.col_major, std::max<int64_t>(1, p.c.col_major ? p.m : p.n)};
-  const size_t bytes =
-      static_cast<size_t>(p.m) * static_cast<size_t>(p.n) * (p.out_dtype == HTR_DTYPE_F32 ? 4 : 2);
-  std::vector<unsigned char> scratch(bytes + 64);
-  MatmulArgs ta = args;
-  ta.c = scratch.data();
-  double best[2] = {1e30, 1e30};  // split, team
-  bool ok[2] = {false, false};
-  const auto once = [&](int i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const bool good = (i == 0 ? run_split(t, ta, s, impl) : onednn_team_->run(t, ta)).ok();
-    best[i] = std::min(best[i], seconds_since(t0));
-    return good;
-  };
-  ok[0] = once(0);  // warm-up: primitive creation, thread start
-  ok[1] = once(1);
-  if (ok[0] && ok[1]) {
-    // ABBA rounds as in tune(); the minimum of each is compared.
-    best[0] = best[1] = 1e30;
-    const auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < 25; ++r) {
-      for (int j = 0; j < 2; ++j) {
-        once((r & 1) ? 1 - j : j);
-      }
-      const double spent = seconds_since(start);
-      if ((r >= 2 && spent > 0.1) || (r >= 1 && spent > 0.5)) {
-        break;
-      }
-    }
-  }
-  const bool team = ok[1] && (!ok[0] || best[1] < best[0]);
-  host_.log(HTR_LOG_INFO,
-            "matmul auto m=%lld n=%lld k=%lld %s->%s: %s split over %u threads %.3f ms, onednn "
-            "team of %u %.3f ms -> %s",
-            static_cast<long long>(p.m), static_cast<long long>(p.n),
-            static_cast<long long>(p.k), htr_sdk::dtype_name(p.in_dtype),
-            htr_sdk::dtype_name(p.out_dtype), matmul_impl_name(impl), s.parts,
-            ok[0] ? best[0] * 1e3 : -1.0, workers(), ok[1] ? best[1] * 1e3 : -1.0,
-            team ? "team" : "split");
-  team_choices_[key] = team;
-  return team;
 }
 
 }  // namespace htr_cpu

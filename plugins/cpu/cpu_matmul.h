@@ -28,17 +28,6 @@
  * sleep on a condition variable. Each worker has its own oneDNN state
  * (primitive cache, memory objects), so no primitive is shared between
  * threads.
- *
- * One exception, chosen by measurement only: for a batch-free `auto` plan
- * that would be split and has at most 2^25 multiply-adds (256^3 is 2^24),
- * the first call also times oneDNN running the whole
- * matrix with its own OpenMP team of pool-size threads on the calling
- * thread ("onednn team"), against the split, and caches the faster layout
- * per key. Small shapes (a few hundred thousand to a few million
- * multiply-adds) can win this way: the team's threads are already awake
- * from the previous call, where the split pays one pool wake-up. After a
- * team call libgomp's idle threads spin briefly (OMP_WAIT_POLICY, the
- * embedder's to set) before they sleep.
  */
 #ifndef HTR_CPU_MATMUL_H_
 #define HTR_CPU_MATMUL_H_
@@ -58,11 +47,6 @@
 namespace htr_cpu {
 
 enum class MatmulImpl { kAuto = 0, kOpenBlas = 1, kOneDnn = 2 };
-/* How an `auto` matmul big enough to share uses the threads (see "Threads"
- * below): measured per shape, or forced (HTR_CPU_MATMUL_LAYOUT). */
-enum class MatmulLayout { kAuto = 0, kSplit = 1, kTeam = 2 };
-/* Parses "auto" | "split" | "team"; false otherwise. */
-bool matmul_layout_parse(const char* name, MatmulLayout* out);
 const char* matmul_impl_name(MatmulImpl impl);
 /* false for "auto" too; parses "auto" | "openblas" | "onednn". */
 bool matmul_impl_parse(const char* name, MatmulImpl* out);
@@ -110,14 +94,12 @@ class OpenBlasMatmul;
 class OneDnnMatmul;
 
 class ThreadPool;
-struct MatmulSplit;  // how run() shares one matmul over the pool (cpu_matmul.cc)
 
 class MatmulEngine {
  public:
   /* `host` and `pool` outlive the engine; `pool` may be NULL (everything
    * runs on the calling thread). */
-  MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool,
-               MatmulLayout layout = MatmulLayout::kAuto);
+  MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool);
   ~MatmulEngine();
   MatmulEngine(const MatmulEngine&) = delete;
   MatmulEngine& operator=(const MatmulEngine&) = delete;
@@ -137,27 +119,17 @@ class MatmulEngine {
   htr_sdk::WorkError run_impl(MatmulImpl impl, const MatmulPlan& p, const MatmulArgs& args,
                               uint32_t slot);
   htr_sdk::WorkError tune(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);
-  /* The pool split of `p` into `parts` pieces, every piece through `impl`. */
-  htr_sdk::WorkError run_split(const MatmulPlan& p, const MatmulArgs& args, const MatmulSplit& s,
-                               MatmulImpl impl);
-  /* Whether the oneDNN team beats the split `s` (through `impl`) for `p`;
-   * timed on the real inputs into scratch memory, cached per key. */
-  bool prefer_team(const MatmulPlan& p, const MatmulArgs& args, const MatmulSplit& s,
-                   MatmulImpl impl);
   /* Resolves `auto` for plan `p` (tuning on first use). */
   htr_sdk::WorkError choose(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);
   uint32_t workers() const;
 
   const htr_sdk::Host& host_;
   ThreadPool* pool_;
-  MatmulLayout layout_;
   std::unique_ptr<OpenBlasMatmul> openblas_;
   std::vector<std::unique_ptr<OneDnnMatmul>> onednn_;  // per pool worker, then the caller
-  std::unique_ptr<OneDnnMatmul> onednn_team_;  // OpenMP team of workers() threads; may be null
   std::mutex exec_mu_;          // one matmul at a time
   mutable std::mutex cache_mu_;  // guards choices_
   std::map<Key, MatmulImpl> choices_;
-  std::map<Key, bool> team_choices_;  // whole-plan key -> onednn team won; under exec_mu_
 };
 
 }  // namespace htr_cpu

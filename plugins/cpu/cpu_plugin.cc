@@ -37,10 +37,6 @@ Config read_config(const htr_sdk::Host& host) {
   if (impl != nullptr && !matmul_impl_parse(impl, &c.matmul_impl)) {
     host.log(HTR_LOG_WARN, "HTR_CPU_MATMUL_IMPL='%s' unknown; using auto", impl);
   }
-  const char* layout = host.config("HTR_CPU_MATMUL_LAYOUT");
-  if (layout != nullptr && !matmul_layout_parse(layout, &c.matmul_layout)) {
-    host.log(HTR_LOG_WARN, "HTR_CPU_MATMUL_LAYOUT='%s' unknown; using auto", layout);
-  }
   c.membind_min = parse_u64(host.config("HTR_CPU_MEMBIND_MIN"), c.membind_min);
   const char* cc = host.config("HTR_CC");
   if (cc != nullptr && *cc != '\0') c.cc = cc;
@@ -82,7 +78,7 @@ htr_status_t init(const htr_host_api_t* host, htr_plugin_ctx_t** out_ctx) {
       }
       ctx->pool = std::make_unique<ThreadPool>(ctx->topo, ctx->host, ctx->config.threads,
                                                ctx->config.pin);
-      ctx->matmul = std::make_unique<MatmulEngine>(ctx->host, ctx->pool.get(), ctx->config.matmul_layout);
+      ctx->matmul = std::make_unique<MatmulEngine>(ctx->host, ctx->pool.get());
       ctx->jit = std::make_unique<Jit>(ctx->host, ctx->config.cc, ctx->config.cache_dir);
       h.log(HTR_LOG_INFO, "%s; %u pool threads; %s", ctx->topo.description().c_str(),
             ctx->config.threads, ctx->matmul->backends_description().c_str());

@@ -37,7 +37,6 @@ struct Config {
   uint32_t threads = 0;       // HTR_CPU_THREADS; 0 = one per core
   bool pin = true;            // HTR_CPU_PIN=0 disables pool pinning
   MatmulImpl matmul_impl = MatmulImpl::kAuto;  // HTR_CPU_MATMUL_IMPL
-  MatmulLayout matmul_layout = MatmulLayout::kAuto;  // HTR_CPU_MATMUL_LAYOUT
   uint64_t membind_min = 1u << 20;  // HTR_CPU_MEMBIND_MIN: bytes from which hwloc_alloc_membind is used
   uint64_t parallel_min = 4u << 20;  // copies/fills at least this big use the pool
   std::string cc = "c++";     // HTR_CC: kernel compiler command

@@ -15,7 +15,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -434,41 +433,4 @@ TEST_CASE("cpu matmul: argument errors", "[plugins][matmul]") {
   REQUIRE_CODE(l.api->op_query(l.dev, &desc, &score), HTR_STATUS_INVALID_ARGUMENT);
   REQUIRE_CODE(l.api->op_query(l.dev, nullptr, &score), HTR_STATUS_INVALID_ARGUMENT);
   l.sync();
-}
-
-// HTR_CPU_MATMUL_LAYOUT forces how an `auto` matmul big enough to share uses
-// two threads: split over the pool, or oneDNN's own OpenMP team on the
-// calling thread. Both must give the reference result (f32 and bf16,
-// transposes, column-major and padded views).
-TEST_CASE("cpu matmul: forced split and team layouts", "[plugins][matmul]") {
-  if (!have_cpu()) {
-    return;
-  }
-  for (const char* layout : {"split", "team"}) {
-    ::setenv("HTR_CPU_THREADS", "2", 1);
-    ::setenv("HTR_CPU_MATMUL_LAYOUT", layout, 1);
-    Loaded l(HTR_TEST_CPU_PLUGIN);
-    ::unsetenv("HTR_CPU_THREADS");
-    ::unsetenv("HTR_CPU_MATMUL_LAYOUT");
-    INFO("layout " << layout << ": " << l.error());
-    REQUIRE(l.ok());
-    for (int t = 0; t < 4; ++t) {
-      Case c;  // 96 x 80 x 72: above the 2^18 multiply-adds from which matmuls are shared
-      c.m = 96;
-      c.n = 80;
-      c.k = 72;
-      c.ta = (t & 1) != 0;
-      c.tb = (t & 2) != 0;
-      c.a_colmajor = t == 3;
-      c.pad = t == 2 ? 5 : 0;
-      check(c, run_case(l, c));
-      c.in = c.out = HTR_DTYPE_BF16;
-      check(c, run_case(l, c));
-    }
-    Case c;
-    c.m = c.n = c.k = 96;
-    c.alpha = 0.5;
-    c.beta = 2.0;
-    check(c, run_case(l, c));
-  }
 }
