@@ -3,6 +3,7 @@
 // arithmetic; the dialect knows spelling. See htr_sdk_ir_render.h for the
 // semantics every target must match.
 #include "htr_sdk_ir_render.h"
+#include "htr_sdk_c_spell.h"
 
 #include "htr_sdk_ir_affine.h"
 
@@ -247,7 +248,7 @@ class Renderer {
       params.push_back(pt + " " + v(static_cast<uint32_t>(i)) + "_p");
       std::string value;
       if (sp) {
-        value = literal(arg.dtype, arg.dtype == HTR_DTYPE_F32 ? const_bits_f(spec_[i].f) : spec_[i].i);
+        value = sp_.literal(arg.dtype, arg.dtype == HTR_DTYPE_F32 ? const_bits_f(spec_[i].f) : spec_[i].i);
         pre += "    (void)" + v(static_cast<uint32_t>(i)) + "_p;\n";
       } else {
         value = arg.dtype == HTR_DTYPE_BOOL ? "(" + v(static_cast<uint32_t>(i)) + "_p != 0)" : v(static_cast<uint32_t>(i)) + "_p";
@@ -277,7 +278,7 @@ class Renderer {
   // Element `e` of a value (the value itself for scalars; the scalar for
   // tiles that are a splat of one, which are never read from memory).
   std::string at(uint32_t id, const std::string& e = "e") const {
-    if (inl_[id]) return "(" + rnd(type(id).dtype, pure_expr(static_cast<uint32_t>(def_op_[id]), e)) + ")";
+    if (inl_[id]) return "(" + sp_.rnd(type(id).dtype, pure_expr(static_cast<uint32_t>(def_op_[id]), e)) + ")";
     if (splat_of_[id] >= 0) return v(static_cast<uint32_t>(splat_of_[id]));
     return type(id).is_tile() ? v(id) + "[" + e + "]" : v(id);
   }
@@ -467,15 +468,15 @@ class Renderer {
       case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP: case HTR_KIR_OP_LOG:
       case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH: case HTR_KIR_OP_ERF:
       case HTR_KIR_OP_NOT:
-        return unary_expr(op.opcode, type(in(0)).dtype, at(in(0), e));
+        return sp_.unary_expr(op.opcode, type(in(0)).dtype, at(in(0), e));
       case HTR_KIR_OP_CMP:
         return "(" + at(in(0), e) + " " + cmp[op.attrs[0]] + " " + at(in(1), e) + ")";
       case HTR_KIR_OP_SELECT:
         return "(" + at(in(0), e) + " ? " + at(in(1), e) + " : " + at(in(2), e) + ")";
       case HTR_KIR_OP_CAST:
-        return cast_expr(type(in(0)).dtype, op.results[0].dtype, at(in(0), e));
+        return sp_.cast_expr(type(in(0)).dtype, op.results[0].dtype, at(in(0), e));
       default:
-        return binary_expr(op.opcode, type(in(0)).dtype, at(in(0), e), at(in(1), e));
+        return sp_.binary_expr(op.opcode, type(in(0)).dtype, at(in(0), e), at(in(1), e));
     }
   }
 
@@ -484,95 +485,23 @@ class Renderer {
   void declare(uint32_t id) {
     if (type(id).is_tile()) line(d_.tile_decl(ct(id), v(id), type(id).numel()));
   }
-  // Rounds an expression to the value's dtype when it is held wider.
-  std::string rnd(htr_dtype_t d, const std::string& x) const {
-    if (d == HTR_DTYPE_BF16) return "htr_bf16_rnd(" + x + ")";
-    if (d == HTR_DTYPE_F16) return "htr_f16_rnd(" + x + ")";
-    return x;
-  }
   // result[e] = expr(e) for every element.
   void elementwise(uint32_t r, const std::function<std::string(const std::string&)>& expr) {
     const Type& t = type(r);
     if (!t.is_tile()) {
       // "T* const" for pointers: the pointee stays writable.
-      line((t.ptr ? ct(r) + " const " : "const " + ct(r) + " ") + v(r) + " = " + rnd(t.dtype, expr("")) + ";");
+      line((t.ptr ? ct(r) + " const " : "const " + ct(r) + " ") + v(r) + " = " + sp_.rnd(t.dtype, expr("")) + ";");
       return;
     }
     declare(r);
-    line(d_.loop_open("e", t.numel()) + " " + v(r) + "[e] = " + rnd(t.dtype, expr("e")) + ";");
+    line(d_.loop_open("e", t.numel()) + " " + v(r) + "[e] = " + sp_.rnd(t.dtype, expr("e")) + ";");
     if (!d_.barrier.empty()) line(d_.barrier);
   }
 
-  std::string literal(htr_dtype_t d, int64_t bits) const {
-    char buf[96];
-    if (is_float(d)) {
-      const double x = const_value_f(bits);
-      const float f = static_cast<float>(x);
-      if (f != f) return "NAN";
-      if (f == 1.0f / 0.0f) return "INFINITY";
-      if (f == -1.0f / 0.0f) return "(-INFINITY)";
-      std::snprintf(buf, sizeof buf, "%af", static_cast<double>(f));
-      return rnd(d, buf);
-    }
-    if (d == HTR_DTYPE_BOOL) return bits ? "true" : "false";
-    if (d == HTR_DTYPE_I32) {
-      std::snprintf(buf, sizeof buf, "((int32_t)%" PRId64 "LL)", bits);
-      return buf;
-    }
-    std::snprintf(buf, sizeof buf, "((int64_t)UINT64_C(0x%" PRIx64 "))", static_cast<uint64_t>(bits));
-    return buf;
-  }
 
-  std::string binary_expr(uint16_t op, htr_dtype_t d, const std::string& a, const std::string& b) const {
-    const bool f = is_float(d);
-    switch (op) {
-      case HTR_KIR_OP_ADD: return f ? "(" + a + " + " + b + ")" : "htr_wadd(" + a + ", " + b + ")";
-      case HTR_KIR_OP_SUB: return f ? "(" + a + " - " + b + ")" : "htr_wsub(" + a + ", " + b + ")";
-      case HTR_KIR_OP_MUL: return f ? "(" + a + " * " + b + ")" : "htr_wmul(" + a + ", " + b + ")";
-      case HTR_KIR_OP_DIV: return f ? "(" + a + " / " + b + ")" : "htr_idiv(" + a + ", " + b + ")";
-      case HTR_KIR_OP_REM: return "htr_irem(" + a + ", " + b + ")";
-      case HTR_KIR_OP_MAX: return f ? "htr_maxf(" + a + ", " + b + ")" : "htr_imax(" + a + ", " + b + ")";
-      case HTR_KIR_OP_MIN: return f ? "htr_minf(" + a + ", " + b + ")" : "htr_imin(" + a + ", " + b + ")";
-      case HTR_KIR_OP_AND: return d == HTR_DTYPE_BOOL ? "(" + a + " && " + b + ")" : "(" + a + " & " + b + ")";
-      case HTR_KIR_OP_OR: return d == HTR_DTYPE_BOOL ? "(" + a + " || " + b + ")" : "(" + a + " | " + b + ")";
-      default: return "?";
-    }
-  }
 
-  std::string unary_expr(uint16_t op, htr_dtype_t d, const std::string& x) const {
-    const bool f = is_float(d);
-    switch (op) {
-      case HTR_KIR_OP_NEG: return f ? "(-" + x + ")" : "htr_wneg(" + x + ")";
-      case HTR_KIR_OP_ABS: return f ? d_.float_fn(op) + "(" + x + ")" : "htr_iabs(" + x + ")";
-      case HTR_KIR_OP_NOT: return "(!" + x + ")";
-      case HTR_KIR_OP_RSQRT: return "(1.0f / " + d_.float_fn(HTR_KIR_OP_SQRT) + "(" + x + "))";
-      default: return d_.float_fn(op) + "(" + x + ")";
-    }
-  }
 
-  std::string cast_expr(htr_dtype_t from, htr_dtype_t to, const std::string& x) const {
-    if (to == HTR_DTYPE_BOOL) return "(" + x + " != 0)";
-    if (is_float(to)) return "(float)(" + x + ")";  // rounded by rnd() for f16/bf16
-    if (is_float(from)) return to == HTR_DTYPE_I32 ? "htr_f2i32(" + x + ")" : "htr_f2i64(" + x + ")";
-    return "(" + d_.compute_type(to) + ")(" + x + ")";
-  }
 
-  std::string load_expr(htr_dtype_t d, const std::string& p) const {
-    switch (d) {
-      case HTR_DTYPE_BF16: return "htr_bf16_ld(" + p + ")";
-      case HTR_DTYPE_F16: return "htr_f16_ld(" + p + ")";
-      case HTR_DTYPE_BOOL: return "(*" + p + " != 0)";
-      default: return "(*" + p + ")";
-    }
-  }
-  std::string store_stmt(htr_dtype_t d, const std::string& p, const std::string& x) const {
-    switch (d) {
-      case HTR_DTYPE_BF16: return "*" + p + " = htr_bf16_of(" + x + ");";
-      case HTR_DTYPE_F16: return "*" + p + " = htr_f16_of(" + x + ");";
-      case HTR_DTYPE_BOOL: return "*" + p + " = (uint8_t)(" + x + ");";
-      default: return "*" + p + " = " + x + ";";
-    }
-  }
 
   void emit_op(uint32_t i) {
     const Op& op = k_.ops[i];
@@ -596,7 +525,7 @@ class Renderer {
         line("const int32_t " + v(r) + " = " + d_.num_programs(static_cast<int>(op.attrs[0])) + ";");
         break;
       case HTR_KIR_OP_CONST:
-        line("const " + ct(r) + " " + v(r) + " = " + literal(op.results[0].dtype, op.attrs[0]) + ";");
+        line("const " + ct(r) + " " + v(r) + " = " + sp_.literal(op.results[0].dtype, op.attrs[0]) + ";");
         break;
       case HTR_KIR_OP_ARANGE:
         elementwise(r, [&](const std::string& e) { return "(int32_t)(" + std::to_string(op.attrs[0]) + " + " + e + ")"; });
@@ -632,7 +561,7 @@ class Renderer {
         }
         const htr_dtype_t d = type(in(0)).dtype;
         elementwise(r, [&](const std::string& e) {
-          const std::string ld = load_expr(d, at(in(0), e));
+          const std::string ld = sp_.load_expr(d, at(in(0), e));
           if (op.operands.size() == 1) return ld;
           const std::string other = op.operands.size() == 3 ? at(in(2), e) : "(" + d_.compute_type(d) + ")0";
           return "(" + at(in(1), e) + " ? " + ld + " : " + other + ")";
@@ -646,7 +575,7 @@ class Renderer {
         }
         const Type& t = type(in(0));
         const std::string e = t.is_tile() ? "e" : "";
-        std::string st = store_stmt(t.dtype, at(in(0), e), at(in(1), e));
+        std::string st = sp_.store_stmt(t.dtype, at(in(0), e), at(in(1), e));
         if (op.operands.size() == 3) st = "if (" + at(in(2), e) + ") " + st;
         line(t.is_tile() ? d_.loop_open("e", t.numel()) + " " + st : st);
         break;
@@ -655,13 +584,13 @@ class Renderer {
       case HTR_KIR_OP_REM: case HTR_KIR_OP_MAX: case HTR_KIR_OP_MIN: case HTR_KIR_OP_AND:
       case HTR_KIR_OP_OR:
         elementwise(r, [&](const std::string& e) {
-          return binary_expr(op.opcode, type(in(0)).dtype, at(in(0), e), at(in(1), e));
+          return sp_.binary_expr(op.opcode, type(in(0)).dtype, at(in(0), e), at(in(1), e));
         });
         break;
       case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP: case HTR_KIR_OP_LOG:
       case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH: case HTR_KIR_OP_ERF:
       case HTR_KIR_OP_NOT:
-        elementwise(r, [&](const std::string& e) { return unary_expr(op.opcode, type(in(0)).dtype, at(in(0), e)); });
+        elementwise(r, [&](const std::string& e) { return sp_.unary_expr(op.opcode, type(in(0)).dtype, at(in(0), e)); });
         break;
       case HTR_KIR_OP_CMP: {
         static const char* const ops[] = {"==", "!=", "<", "<=", ">", ">="};
@@ -677,7 +606,7 @@ class Renderer {
         break;
       case HTR_KIR_OP_CAST:
         elementwise(r, [&](const std::string& e) {
-          return cast_expr(type(in(0)).dtype, type(r).dtype, at(in(0), e));
+          return sp_.cast_expr(type(in(0)).dtype, type(r).dtype, at(in(0), e));
         });
         break;
       case HTR_KIR_OP_REDUCE: emit_reduce(op, r); break;
@@ -728,12 +657,12 @@ class Renderer {
       line("int32_t k0 = 0;");
       line("for (; k0 + " + L + " <= " + std::to_string(len) + "; k0 += " + L + ") " +
            d_.loop_open("j", kReduceLanes) + " " + pa + "[j] = " +
-           binary_expr(combine, dt, pa + "[j]", at(op.operands[0], base + "k0 + j")) + ";");
+           sp_.binary_expr(combine, dt, pa + "[j]", at(op.operands[0], base + "k0 + j")) + ";");
       line("for (int32_t j = 0; k0 + j < " + std::to_string(len) + "; ++j) " + pa + "[j] = " +
-           binary_expr(combine, dt, pa + "[j]", at(op.operands[0], base + "k0 + j")) + ";");
+           sp_.binary_expr(combine, dt, pa + "[j]", at(op.operands[0], base + "k0 + j")) + ";");
       for (int w = kReduceLanes / 2; w >= 1; w /= 2)
         line(d_.loop_open("j", w) + " " + pa + "[j] = " +
-             binary_expr(combine, dt, pa + "[j]", pa + "[j + " + std::to_string(w) + "]") + ";");
+             sp_.binary_expr(combine, dt, pa + "[j]", pa + "[j + " + std::to_string(w) + "]") + ";");
       line(acc + "[o] = " + pa + "[0];");
       --depth_;
       line("}");
@@ -741,7 +670,7 @@ class Renderer {
       if (type(r).is_tile()) {
         elementwise(r, [&](const std::string& e) { return acc + "[" + e + "]"; });
       } else {
-        line("const " + ctype + " " + v(r) + " = " + rnd(dt, acc + "[0]") + ";");
+        line("const " + ctype + " " + v(r) + " = " + sp_.rnd(dt, acc + "[0]") + ";");
       }
       return;
     }
@@ -749,13 +678,13 @@ class Renderer {
     line(d_.loop_open("o", outer) + " " + d_.loop_open("k", len) + " " + d_.loop_open("n", inner) + " {");
     const std::string idx = "o * " + std::to_string(inner) + " + n";
     const std::string src = at(op.operands[0], "(o * " + std::to_string(len) + " + k) * " + std::to_string(inner) + " + n");
-    line("  " + acc + "[" + idx + "] = " + binary_expr(combine, dt, acc + "[" + idx + "]", src) + ";");
+    line("  " + acc + "[" + idx + "] = " + sp_.binary_expr(combine, dt, acc + "[" + idx + "]", src) + ";");
     line("}");
     if (!d_.barrier.empty()) line(d_.barrier);
     if (type(r).is_tile()) {
       elementwise(r, [&](const std::string& e) { return acc + "[" + e + "]"; });
     } else {
-      line("const " + ctype + " " + v(r) + " = " + rnd(dt, acc + "[0]") + ";");
+      line("const " + ctype + " " + v(r) + " = " + sp_.rnd(dt, acc + "[0]") + ";");
     }
   }
 
@@ -883,10 +812,10 @@ class Renderer {
     const std::string fj = x + "f + j";
     auto elem = [&](const std::string& ptr) {
       if (store) {
-        const std::string st = store_stmt(dt, "(" + ptr + ")", at(static_cast<uint32_t>(p.value), fj));
+        const std::string st = sp_.store_stmt(dt, "(" + ptr + ")", at(static_cast<uint32_t>(p.value), fj));
         return mask_arr ? "if (" + at(M, fj) + ") " + st : st;
       }
-      std::string ld = load_expr(dt, "(" + ptr + ")");
+      std::string ld = sp_.load_expr(dt, "(" + ptr + ")");
       if (mask_arr) ld = "(" + at(M, fj) + " ? " + ld + " : " + other(fj) + ")";
       return v(r) + "[" + fj + "] = " + ld + ";";
     };
@@ -946,9 +875,9 @@ class Renderer {
       line("const bool " + x + "m = " + m + ";");
       const std::string ptr = "(" + ap.base + " + (" + o + "))";
       if (store)
-        line("if (" + x + "m) " + store_stmt(dt, ptr, at(static_cast<uint32_t>(p.value), "e")));
+        line("if (" + x + "m) " + sp_.store_stmt(dt, ptr, at(static_cast<uint32_t>(p.value), "e")));
       else
-        line(v(r) + "[e] = " + x + "m ? " + load_expr(dt, ptr) + " : " + other("e") + ";");
+        line(v(r) + "[e] = " + x + "m ? " + sp_.load_expr(dt, ptr) + " : " + other("e") + ";");
       --depth_;
       line("}");
       --depth_;
@@ -1056,6 +985,7 @@ class Renderer {
   const Analysis& a_;
   const std::vector<Specialization>& spec_;
   const Dialect& d_;
+  const CSpelling sp_{d_};
   std::string s_;
   int depth_ = 0;
   std::vector<std::pair<uint32_t, uint32_t>> ends_;  // (body end, for op index)

@@ -9,6 +9,7 @@
 // compute the addresses of iteration j + stages - 1 ahead of iteration j.
 // Everything else falls back to the per-thread lowering (render()).
 #include "htr_sdk_render_cuda.h"
+#include "htr_sdk_c_spell.h"
 
 #include "htr_sdk_ir_block.h"
 
@@ -442,7 +443,7 @@ class BlockRenderer {
       params.push_back((arg.dtype == HTR_DTYPE_BOOL ? std::string("uint8_t") : d_.compute_type(arg.dtype)) + " " + v(id) + "_p");
       std::string value = arg.dtype == HTR_DTYPE_BOOL ? "(" + v(id) + "_p != 0)" : v(id) + "_p";
       if (sp) {
-        value = literal(arg.dtype, arg.dtype == HTR_DTYPE_F32 ? const_bits_f(spec_[i].f) : spec_[i].i);
+        value = sp_.literal(arg.dtype, arg.dtype == HTR_DTYPE_F32 ? const_bits_f(spec_[i].f) : spec_[i].i);
         pre += "  (void)" + v(id) + "_p;\n";
       }
       pre += "  const " + d_.compute_type(arg.dtype) + " " + v(id) + " = " + value + ";\n";
@@ -499,7 +500,7 @@ class BlockRenderer {
     htr_dtype_t from = HTR_DTYPE_F32;
     for (uint32_t ci : p_.epilogue) {
       const htr_dtype_t to = k_.ops[ci].results[0].dtype;
-      epi = rnd(to, cast_expr(from, to, epi));
+      epi = sp_.rnd(to, sp_.cast_expr(from, to, epi));
       from = to;
     }
     const int out_kind = p_.out_dtype == HTR_DTYPE_F32 ? 0 : p_.out_dtype == HTR_DTYPE_BF16 ? 1 : 2;
@@ -574,7 +575,7 @@ class BlockRenderer {
       if (type(r).is_tile()) continue;
       const std::string x = scalar_expr(op, r);
       const Type& t = type(r);
-      line((t.ptr ? ct(r) + " const " : "const " + ct(r) + " ") + v(r) + " = " + rnd(t.dtype, x) + ";");
+      line((t.ptr ? ct(r) + " const " : "const " + ct(r) + " ") + v(r) + " = " + sp_.rnd(t.dtype, x) + ";");
     }
   }
   std::string scalar_expr(const Op& op, uint32_t r) const {
@@ -583,10 +584,10 @@ class BlockRenderer {
     switch (op.opcode) {
       case HTR_KIR_OP_PROGRAM_ID: return "pid" + std::to_string(op.attrs[0]);
       case HTR_KIR_OP_NUM_PROGRAMS: return "htr_g" + std::to_string(op.attrs[0]);
-      case HTR_KIR_OP_CONST: return literal(op.results[0].dtype, op.attrs[0]);
+      case HTR_KIR_OP_CONST: return sp_.literal(op.results[0].dtype, op.attrs[0]);
       case HTR_KIR_OP_PTR_ADD: return "(" + in(0) + " + " + in(1) + ")";
       case HTR_KIR_OP_LOAD: {
-        const std::string ld = load_expr(d0, in(0));
+        const std::string ld = sp_.load_expr(d0, in(0));
         if (op.operands.size() == 1) return ld;
         const std::string other = op.operands.size() == 3 ? in(2) : "(" + d_.compute_type(d0) + ")0";
         return "(" + in(1) + " ? " + ld + " : " + other + ")";
@@ -594,80 +595,18 @@ class BlockRenderer {
       case HTR_KIR_OP_ADD: case HTR_KIR_OP_SUB: case HTR_KIR_OP_MUL: case HTR_KIR_OP_DIV:
       case HTR_KIR_OP_REM: case HTR_KIR_OP_MAX: case HTR_KIR_OP_MIN: case HTR_KIR_OP_AND:
       case HTR_KIR_OP_OR:
-        return binary_expr(op.opcode, d0, in(0), in(1));
+        return sp_.binary_expr(op.opcode, d0, in(0), in(1));
       case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP: case HTR_KIR_OP_LOG:
       case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH: case HTR_KIR_OP_ERF:
       case HTR_KIR_OP_NOT:
-        return unary_expr(op.opcode, d0, in(0));
+        return sp_.unary_expr(op.opcode, d0, in(0));
       case HTR_KIR_OP_CMP: {
         static const char* const ops[] = {"==", "!=", "<", "<=", ">", ">="};
         return "(" + in(0) + " " + ops[op.attrs[0]] + " " + in(1) + ")";
       }
       case HTR_KIR_OP_SELECT: return "(" + in(0) + " ? " + in(1) + " : " + in(2) + ")";
-      case HTR_KIR_OP_CAST: return cast_expr(d0, type(r).dtype, in(0));
+      case HTR_KIR_OP_CAST: return sp_.cast_expr(d0, type(r).dtype, in(0));
       default: return "0";  // no other op has a scalar result (verified IR)
-    }
-  }
-  // The same spellings as the per-thread renderer (htr_sdk_ir_render.cc).
-  static std::string rnd(htr_dtype_t d, const std::string& x) {
-    if (d == HTR_DTYPE_BF16) return "htr_bf16_rnd(" + x + ")";
-    if (d == HTR_DTYPE_F16) return "htr_f16_rnd(" + x + ")";
-    return x;
-  }
-  static std::string literal(htr_dtype_t d, int64_t bits) {
-    char buf[96];
-    if (is_float(d)) {
-      const float f = static_cast<float>(const_value_f(bits));
-      if (f != f) return "NAN";
-      if (f == 1.0f / 0.0f) return "INFINITY";
-      if (f == -1.0f / 0.0f) return "(-INFINITY)";
-      std::snprintf(buf, sizeof buf, "%af", static_cast<double>(f));
-      return rnd(d, buf);
-    }
-    if (d == HTR_DTYPE_BOOL) return bits ? "true" : "false";
-    if (d == HTR_DTYPE_I32) {
-      std::snprintf(buf, sizeof buf, "((int32_t)%" PRId64 "LL)", bits);
-      return buf;
-    }
-    std::snprintf(buf, sizeof buf, "((int64_t)UINT64_C(0x%" PRIx64 "))", static_cast<uint64_t>(bits));
-    return buf;
-  }
-  static std::string binary_expr(uint16_t op, htr_dtype_t d, const std::string& a, const std::string& b) {
-    const bool f = is_float(d);
-    switch (op) {
-      case HTR_KIR_OP_ADD: return f ? "(" + a + " + " + b + ")" : "htr_wadd(" + a + ", " + b + ")";
-      case HTR_KIR_OP_SUB: return f ? "(" + a + " - " + b + ")" : "htr_wsub(" + a + ", " + b + ")";
-      case HTR_KIR_OP_MUL: return f ? "(" + a + " * " + b + ")" : "htr_wmul(" + a + ", " + b + ")";
-      case HTR_KIR_OP_DIV: return f ? "(" + a + " / " + b + ")" : "htr_idiv(" + a + ", " + b + ")";
-      case HTR_KIR_OP_REM: return "htr_irem(" + a + ", " + b + ")";
-      case HTR_KIR_OP_MAX: return f ? "htr_maxf(" + a + ", " + b + ")" : "htr_imax(" + a + ", " + b + ")";
-      case HTR_KIR_OP_MIN: return f ? "htr_minf(" + a + ", " + b + ")" : "htr_imin(" + a + ", " + b + ")";
-      case HTR_KIR_OP_AND: return d == HTR_DTYPE_BOOL ? "(" + a + " && " + b + ")" : "(" + a + " & " + b + ")";
-      default: return d == HTR_DTYPE_BOOL ? "(" + a + " || " + b + ")" : "(" + a + " | " + b + ")";
-    }
-  }
-  std::string unary_expr(uint16_t op, htr_dtype_t d, const std::string& x) const {
-    const bool f = is_float(d);
-    switch (op) {
-      case HTR_KIR_OP_NEG: return f ? "(-" + x + ")" : "htr_wneg(" + x + ")";
-      case HTR_KIR_OP_ABS: return f ? d_.float_fn(op) + "(" + x + ")" : "htr_iabs(" + x + ")";
-      case HTR_KIR_OP_NOT: return "(!" + x + ")";
-      case HTR_KIR_OP_RSQRT: return "(1.0f / " + d_.float_fn(HTR_KIR_OP_SQRT) + "(" + x + "))";
-      default: return d_.float_fn(op) + "(" + x + ")";
-    }
-  }
-  std::string cast_expr(htr_dtype_t from, htr_dtype_t to, const std::string& x) const {
-    if (to == HTR_DTYPE_BOOL) return "(" + x + " != 0)";
-    if (is_float(to)) return "(float)(" + x + ")";
-    if (is_float(from)) return to == HTR_DTYPE_I32 ? "htr_f2i32(" + x + ")" : "htr_f2i64(" + x + ")";
-    return "(" + d_.compute_type(to) + ")(" + x + ")";
-  }
-  static std::string load_expr(htr_dtype_t d, const std::string& p) {
-    switch (d) {
-      case HTR_DTYPE_BF16: return "htr_bf16_ld(" + p + ")";
-      case HTR_DTYPE_F16: return "htr_f16_ld(" + p + ")";
-      case HTR_DTYPE_BOOL: return "(*" + p + " != 0)";
-      default: return "(*" + p + ")";
     }
   }
 
@@ -678,6 +617,7 @@ class BlockRenderer {
   const DotProgram& p_;
   const DotLayout& l_;
   const Dialect& d_;
+  const CSpelling sp_{d_};
   std::string s_;
   int depth_ = 0;
 };

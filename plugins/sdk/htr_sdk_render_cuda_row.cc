@@ -18,6 +18,7 @@
 // reductions group differently (thread-strided partials), a reassociation of
 // float sums only.
 #include "htr_sdk_render_cuda.h"
+#include "htr_sdk_c_spell.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -50,7 +51,7 @@ class RowRenderer {
       params.push_back((arg.dtype == HTR_DTYPE_BOOL ? std::string("uint8_t") : d_.compute_type(arg.dtype)) + " " + n + "_p");
       std::string value;
       if (sp) {
-        value = literal(arg.dtype, arg.dtype == HTR_DTYPE_F32 ? const_bits_f(spec_[i].f) : spec_[i].i);
+        value = sp_.literal(arg.dtype, arg.dtype == HTR_DTYPE_F32 ? const_bits_f(spec_[i].f) : spec_[i].i);
         pre += "    (void)" + n + "_p;\n";
       } else {
         value = arg.dtype == HTR_DTYPE_BOOL ? "(" + n + "_p != 0)" : n + "_p";
@@ -172,86 +173,16 @@ class RowRenderer {
   void elementwise(uint32_t r, const std::string& expr) {
     const Type& t = type(r);
     if (!t.is_tile()) {
-      line((t.ptr ? ct(r) + " const " + v(r) + " = " + expr : "const " + ct(r) + " " + v(r) + " = " + rnd(t.dtype, expr)) + ";");
+      line((t.ptr ? ct(r) + " const " + v(r) + " = " + expr : "const " + ct(r) + " " + v(r) + " = " + sp_.rnd(t.dtype, expr)) + ";");
       return;
     }
     declare(r);
-    each(r, v(r) + "[j] = " + (t.ptr ? expr : rnd(t.dtype, expr)) + ";");
+    each(r, v(r) + "[j] = " + (t.ptr ? expr : sp_.rnd(t.dtype, expr)) + ";");
   }
   void barrier_after_store(uint32_t i) {
     if (sync_after_[i]) line("__syncthreads();");
   }
 
-  std::string rnd(htr_dtype_t d, const std::string& x) const {
-    if (d == HTR_DTYPE_BF16) return "htr_bf16_rnd(" + x + ")";
-    if (d == HTR_DTYPE_F16) return "htr_f16_rnd(" + x + ")";
-    return x;
-  }
-  std::string literal(htr_dtype_t d, int64_t bits) const {
-    char buf[96];
-    if (is_float(d)) {
-      const float f = static_cast<float>(const_value_f(bits));
-      if (f != f) return "NAN";
-      if (f == 1.0f / 0.0f) return "INFINITY";
-      if (f == -1.0f / 0.0f) return "(-INFINITY)";
-      std::snprintf(buf, sizeof buf, "%af", static_cast<double>(f));
-      return rnd(d, buf);
-    }
-    if (d == HTR_DTYPE_BOOL) return bits ? "true" : "false";
-    if (d == HTR_DTYPE_I32) {
-      std::snprintf(buf, sizeof buf, "((int32_t)%" PRId64 "LL)", bits);
-      return buf;
-    }
-    std::snprintf(buf, sizeof buf, "((int64_t)UINT64_C(0x%" PRIx64 "))", static_cast<uint64_t>(bits));
-    return buf;
-  }
-  std::string binary_expr(uint16_t op, htr_dtype_t d, const std::string& a, const std::string& b) const {
-    const bool f = is_float(d);
-    switch (op) {
-      case HTR_KIR_OP_ADD: return f ? "(" + a + " + " + b + ")" : "htr_wadd(" + a + ", " + b + ")";
-      case HTR_KIR_OP_SUB: return f ? "(" + a + " - " + b + ")" : "htr_wsub(" + a + ", " + b + ")";
-      case HTR_KIR_OP_MUL: return f ? "(" + a + " * " + b + ")" : "htr_wmul(" + a + ", " + b + ")";
-      case HTR_KIR_OP_DIV: return f ? "(" + a + " / " + b + ")" : "htr_idiv(" + a + ", " + b + ")";
-      case HTR_KIR_OP_REM: return "htr_irem(" + a + ", " + b + ")";
-      case HTR_KIR_OP_MAX: return f ? "htr_maxf(" + a + ", " + b + ")" : "htr_imax(" + a + ", " + b + ")";
-      case HTR_KIR_OP_MIN: return f ? "htr_minf(" + a + ", " + b + ")" : "htr_imin(" + a + ", " + b + ")";
-      case HTR_KIR_OP_AND: return d == HTR_DTYPE_BOOL ? "(" + a + " && " + b + ")" : "(" + a + " & " + b + ")";
-      case HTR_KIR_OP_OR: return d == HTR_DTYPE_BOOL ? "(" + a + " || " + b + ")" : "(" + a + " | " + b + ")";
-      default: return "?";
-    }
-  }
-  std::string unary_expr(uint16_t op, htr_dtype_t d, const std::string& x) const {
-    const bool f = is_float(d);
-    switch (op) {
-      case HTR_KIR_OP_NEG: return f ? "(-" + x + ")" : "htr_wneg(" + x + ")";
-      case HTR_KIR_OP_ABS: return f ? d_.float_fn(op) + "(" + x + ")" : "htr_iabs(" + x + ")";
-      case HTR_KIR_OP_NOT: return "(!" + x + ")";
-      case HTR_KIR_OP_RSQRT: return "(1.0f / " + d_.float_fn(HTR_KIR_OP_SQRT) + "(" + x + "))";
-      default: return d_.float_fn(op) + "(" + x + ")";
-    }
-  }
-  std::string cast_expr(htr_dtype_t from, htr_dtype_t to, const std::string& x) const {
-    if (to == HTR_DTYPE_BOOL) return "(" + x + " != 0)";
-    if (is_float(to)) return "(float)(" + x + ")";
-    if (is_float(from)) return to == HTR_DTYPE_I32 ? "htr_f2i32(" + x + ")" : "htr_f2i64(" + x + ")";
-    return "(" + d_.compute_type(to) + ")(" + x + ")";
-  }
-  std::string load_expr(htr_dtype_t d, const std::string& p) const {
-    switch (d) {
-      case HTR_DTYPE_BF16: return "htr_bf16_ld(" + p + ")";
-      case HTR_DTYPE_F16: return "htr_f16_ld(" + p + ")";
-      case HTR_DTYPE_BOOL: return "(*" + p + " != 0)";
-      default: return "(*" + p + ")";
-    }
-  }
-  std::string store_stmt(htr_dtype_t d, const std::string& p, const std::string& x) const {
-    switch (d) {
-      case HTR_DTYPE_BF16: return "*" + p + " = htr_bf16_of(" + x + ");";
-      case HTR_DTYPE_F16: return "*" + p + " = htr_f16_of(" + x + ");";
-      case HTR_DTYPE_BOOL: return "*" + p + " = (uint8_t)(" + x + ");";
-      default: return "*" + p + " = " + x + ";";
-    }
-  }
 
   void emit_op(uint32_t i) {
     static const char* const cmp[] = {"==", "!=", "<", "<=", ">", ">="};
@@ -266,7 +197,7 @@ class RowRenderer {
         line("const int32_t " + v(r) + " = htr_g" + std::to_string(op.attrs[0]) + ";");
         break;
       case HTR_KIR_OP_CONST:
-        line("const " + ct(r) + " " + v(r) + " = " + literal(op.results[0].dtype, op.attrs[0]) + ";");
+        line("const " + ct(r) + " " + v(r) + " = " + sp_.literal(op.results[0].dtype, op.attrs[0]) + ";");
         break;
       case HTR_KIR_OP_ARANGE: case HTR_KIR_OP_SPLAT: case HTR_KIR_OP_BROADCAST:
         break;  // read through at()
@@ -275,7 +206,7 @@ class RowRenderer {
         break;
       case HTR_KIR_OP_LOAD: {
         const htr_dtype_t d = type(in(0)).dtype;
-        std::string x = load_expr(d, at(in(0)));
+        std::string x = sp_.load_expr(d, at(in(0)));
         if (op.operands.size() > 1)
           x = "(" + at(in(1)) + " ? " + x + " : " + (op.operands.size() == 3 ? at(in(2)) : "(" + d_.compute_type(d) + ")0") + ")";
         elementwise(r, x);
@@ -283,7 +214,7 @@ class RowRenderer {
       }
       case HTR_KIR_OP_STORE: {
         const Type& t = type(in(0));
-        std::string st = store_stmt(t.dtype, at(in(0)), at(in(1)));
+        std::string st = sp_.store_stmt(t.dtype, at(in(0)), at(in(1)));
         if (op.operands.size() == 3) st = "if (" + at(in(2)) + ") " + st;
         if (t.is_tile()) each(in(0), st);
         else line("if (htr_tid == 0) { " + st + " }");
@@ -293,12 +224,12 @@ class RowRenderer {
       case HTR_KIR_OP_ADD: case HTR_KIR_OP_SUB: case HTR_KIR_OP_MUL: case HTR_KIR_OP_DIV:
       case HTR_KIR_OP_REM: case HTR_KIR_OP_MAX: case HTR_KIR_OP_MIN: case HTR_KIR_OP_AND:
       case HTR_KIR_OP_OR:
-        elementwise(r, binary_expr(op.opcode, type(in(0)).dtype, at(in(0)), at(in(1))));
+        elementwise(r, sp_.binary_expr(op.opcode, type(in(0)).dtype, at(in(0)), at(in(1))));
         break;
       case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP: case HTR_KIR_OP_LOG:
       case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH: case HTR_KIR_OP_ERF:
       case HTR_KIR_OP_NOT:
-        elementwise(r, unary_expr(op.opcode, type(in(0)).dtype, at(in(0))));
+        elementwise(r, sp_.unary_expr(op.opcode, type(in(0)).dtype, at(in(0))));
         break;
       case HTR_KIR_OP_CMP:
         elementwise(r, "(" + at(in(0)) + " " + cmp[op.attrs[0]] + " " + at(in(1)) + ")");
@@ -307,7 +238,7 @@ class RowRenderer {
         elementwise(r, "(" + at(in(0)) + " ? " + at(in(1)) + " : " + at(in(2)) + ")");
         break;
       case HTR_KIR_OP_CAST:
-        elementwise(r, cast_expr(type(in(0)).dtype, type(r).dtype, at(in(0))));
+        elementwise(r, sp_.cast_expr(type(in(0)).dtype, type(r).dtype, at(in(0))));
         break;
       case HTR_KIR_OP_REDUCE: emit_reduce(op, r); break;
       case HTR_KIR_OP_FOR: emit_for(i, op, r); break;
@@ -343,10 +274,10 @@ class RowRenderer {
     line("{");
     ++depth_;
     line(ctype + " " + p + " = " + init + ";");
-    each(x, p + " = " + binary_expr(combine, dt, p, at(x)) + ";");
+    each(x, p + " = " + sp_.binary_expr(combine, dt, p, at(x)) + ";");
     line("#pragma unroll");
     line("for (int32_t o = 16; o > 0; o >>= 1) " + p + " = " +
-         binary_expr(combine, dt, p, "__shfl_xor_sync(0xffffffffu, " + p + ", o)") + ";");
+         sp_.binary_expr(combine, dt, p, "__shfl_xor_sync(0xffffffffu, " + p + ", o)") + ";");
     if (warps > 1) {
       line("__shared__ " + ctype + " " + sh + "[" + std::to_string(warps) + "];");
       line("if (htr_lane == 0) " + sh + "[htr_warp] = " + p + ";");
@@ -354,10 +285,10 @@ class RowRenderer {
       line(p + " = " + sh + "[0];");
       line("#pragma unroll");
       line("for (int32_t w = 1; w < " + std::to_string(warps) + "; ++w) " + p + " = " +
-           binary_expr(combine, dt, p, sh + "[w]") + ";");
+           sp_.binary_expr(combine, dt, p, sh + "[w]") + ";");
       line("__syncthreads();");
     }
-    line(v(r) + " = " + rnd(dt, p) + ";");
+    line(v(r) + " = " + sp_.rnd(dt, p) + ";");
     --depth_;
     line("}");
   }
@@ -417,6 +348,7 @@ class RowRenderer {
   const Analysis& a_;
   const std::vector<Specialization>& spec_;
   const Dialect& d_;
+  const CSpelling sp_{d_};
   const uint32_t T_;
   std::string s_;
   int depth_ = 0;
