@@ -5,7 +5,9 @@
 // invocation e mod W), arrays live in workgroup memory and barriers order
 // the loops that write them against the loops that read them.
 #include "htr_sdk_ir_glsl.h"
+#include "htr_sdk_ir_glsl_groups.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -105,12 +107,6 @@ std::string zero(htr_dtype_t d) {
   }
 }
 
-std::vector<int64_t> strides_of(const Type& t) {
-  std::vector<int64_t> s(t.rank, 1);
-  for (int d = static_cast<int>(t.rank) - 2; d >= 0; --d) s[d] = s[d + 1] * t.shape[d + 1];
-  return s;
-}
-
 std::string str(int64_t v) { return std::to_string(v); }
 
 constexpr size_t kMaxExpr = 600;
@@ -124,8 +120,12 @@ constexpr int64_t kMaxMicro = 64;
 // tc = lid % gn, gm = M / TM, gn = N / TN): strided, so neighbouring
 // invocations read neighbouring B columns (no bank conflicts) and share A
 // rows (broadcast).
+// With v = 4 (GlslOptions::micro_vec4) columns come in runs of 4:
+// column j is tc*4 + j%4 + (j/4)*gn*4, so an invocation's B reads per k are
+// runs of 4 consecutive floats (one 16-byte shared load where the compiler
+// merges them) and neighbouring invocations still read neighbouring runs.
 struct Micro {
-  int64_t tm = 0, tn = 0, gm = 0, gn = 0;
+  int64_t tm = 0, tn = 0, gm = 0, gn = 0, v = 1;
   bool ok() const { return tm > 0; }
 };
 
@@ -155,7 +155,11 @@ class GlslRenderer {
                uint32_t W, uint64_t shared_budget)
       : k_(k), a_(a), spec_(spec), max_push_(o.max_push_bytes), shared_budget_(shared_budget), W_(W), wg_(W > 1),
         unroll_(o.unroll), unroll_k_(o.unroll_k), cm_m_(o.coopmat_m), cm_n_(o.coopmat_n), cm_k_(o.coopmat_k),
-        sg_(o.subgroup_size) {}
+        sg_(o.subgroup_size), vec_(o.vector_loads), vec32_(o.vector_loads_f32), prefetch_(o.prefetch),
+        micro_vec4_(o.micro_vec4),
+        groups_(k, a, def_, [this](uint32_t id) { return name_[id]; },
+                [this](uint32_t id, const std::string& e) { return at(id, e); },
+                [this](const char* p) { return fresh(p); }) {}
 
   Status run(GlslShader* out) {
     const size_t nv = a_.value_types.size();
@@ -393,7 +397,8 @@ class GlslRenderer {
   // private. Every array is fully written before it is read, so hoisting
   // the declaration out of loops keeps the semantics.
   void decl_array(const std::string& c, const std::string& name, int64_t n) {
-    const uint64_t bytes = static_cast<uint64_t>(n) * (c == "int64_t" ? 8 : (c == "float16_t" ? 2 : 4));
+    const uint64_t bytes =
+        static_cast<uint64_t>(n) * (c == "uvec4" ? 16 : (c == "int64_t" ? 8 : (c == "float16_t" ? 2 : 4)));
     if (shared_used_ + bytes <= shared_budget_) {
       shared_used_ += bytes;
       globals_ += "shared " + c + " " + name + "[" + std::to_string(n) + "];\n";
@@ -599,17 +604,7 @@ class GlslRenderer {
       }
       case HTR_KIR_OP_BROADCAST: {
         const uint32_t x = in(0);
-        const Type t = type(r), xt = type(x);
-        const auto rs = strides_of(t), xs = strides_of(xt);
-        define(r, [this, x, t, xt, rs, xs](const std::string& e) {
-          std::string idx;
-          for (uint8_t d = 0; d < t.rank; ++d) {
-            if (xt.shape[d] == 1) continue;
-            idx += (idx.empty() ? "" : " + ") + std::string("((") + e + ") / " + std::to_string(rs[d]) + " % " +
-                   std::to_string(t.shape[d]) + ") * " + std::to_string(xs[d]);
-          }
-          return at(x, idx.empty() ? "0" : idx);
-        });
+        define(r, [this, r, x](const std::string& e) { return at(x, groups_.bcast_index(r, x, e)); });
         break;
       }
       case HTR_KIR_OP_PTR_ADD: {
@@ -634,19 +629,42 @@ class GlslRenderer {
         if (!type(r).is_tile()) {
           line(ct(r) + " " + vn(r) + ";");
           line(body(vn(r), ""));
-        } else if (half_.count(r)) {  // f16 operand of a cooperative-matrix dot: raw halves
-          // Rows padded by kPad halves (16 bytes): fragment loads of
+        } else if (half_.count(r)) {  // f16 operand of a cooperative-matrix dot: groups of 8 halves
+          // Rows padded by one group (16 bytes): fragment loads of
           // consecutive rows hit distinct banks; row starts stay 16-byte aligned.
-          const int64_t n = type(r).numel(), cols = type(r).shape[1];
-          decl_array("float16_t", vn(r), type(r).shape[0] * (cols + kPad));
-          write_all_loads(n, [&](const std::string& e) {
-            const std::string dst = vn(r) + "[(" + e + ") / " + str(cols) + " * " + str(cols + kPad) + " + (" + e +
-                                    ") % " + str(cols) + "]";
-            const std::string ld = dst + " = uint16BitsToHalf(BU16(" + at(p, e) + ").v);";
-            if (!has_mask) return ld;
-            const std::string oth = has_other ? "float16_t(" + at(in(2), e) + ")" : "float16_t(0.0)";
-            return "if (" + at(in(1), e) + ") " + ld + " else " + dst + " = " + oth + ";";
-          });
+          const int64_t rows = type(r).numel() / type(r).shape[type(r).rank - 1];
+          const int64_t cols = type(r).shape[type(r).rank - 1];
+          decl_array("uvec4", vn(r), rows * (cols + kPad) / 8);
+          if (prefetch_ && can_defer(i)) {
+            deferred_[r] = i;  // loaded one k step ahead at the dot (emit_coop_loads)
+          } else {
+            const int64_t groups = type(r).numel() / 8;
+            sync();
+            line("bool " + vn(r) + "_v = " + vec_ok(op, 8) + ";");
+            const std::string g = fresh("g"), e0 = fresh("e"), w = fresh("w");
+            const std::string body = "int " + e0 + " = " + g + " * 8; uvec4 " + w + "; " + group_load(op, e0, vn(r) + "_v", 8, w) +
+                                     " " + vn(r) + "[" + group_slot(e0, cols) + "] = " + w + ";";
+            if (unroll_k_ && groups % W_ == 0 && groups / W_ <= 32) {
+              const std::string t = fresh("t");
+              line("[[unroll]] for (int " + t + " = 0; " + t + " < " + str(groups / W_) + "; ++" + t + ") { int " + g +
+                   " = lid + " + t + " * " + str(W_) + "; " + body + " }");
+            } else {
+              line(each(g, groups) + " { " + body + " }");
+            }
+            sync();
+          }
+        } else if (vec32_ && wg_ && d == HTR_DTYPE_F32 && type(r).shape[type(r).rank - 1] % 4 == 0 &&
+                   !groups_.last_step(p).empty()) {  // groups of 4 floats (GlslOptions::vector_loads_f32)
+          const int64_t n = type(r).numel();
+          decl_array(ct(r), vn(r), n);
+          sync();
+          line("bool " + vn(r) + "_v = " + vec_ok(op, 4) + ";");
+          const std::string g = fresh("g"), e0 = fresh("e"), w = fresh("w");
+          line(each(g, n / 4) + " { int " + e0 + " = " + g + " * 4; uvec4 " + w + "; " +
+               group_load(op, e0, vn(r) + "_v", 4, w) + " " + vn(r) + "[" + e0 + "] = uintBitsToFloat(" + w + ".x); " +
+               vn(r) + "[" + e0 + " + 1] = uintBitsToFloat(" + w + ".y); " + vn(r) + "[" + e0 +
+               " + 2] = uintBitsToFloat(" + w + ".z); " + vn(r) + "[" + e0 + " + 3] = uintBitsToFloat(" + w + ".w); }");
+          sync();
         } else {
           const int64_t n = type(r).numel();
           decl_array(ct(r), vn(r), n);
@@ -848,17 +866,30 @@ class GlslRenderer {
     line("  " + u + "for (int " + i + " = 0; " + i + " < " + str(mt.tm) + "; ++" + i + ") " + ar + "[" + i + "] = " + an +
          "[(" + tr + " + " + i + " * " + str(mt.gm) + ") * " + str(K) + " + " + kk + "];");
     line("  " + u + "for (int " + j + " = 0; " + j + " < " + str(mt.tn) + "; ++" + j + ") " + br + "[" + j + "] = " + bn +
-         "[" + kk + " * " + str(N) + " + " + tc + " + " + j + " * " + str(mt.gn) + "];");
+         "[" + kk + " * " + str(N) + " + " + micro_col(tc, mt, j) + "];");
     line("  " + u + "for (int " + i + " = 0; " + i + " < " + str(mt.tm) + "; ++" + i + ") " + u + "for (int " + j +
          " = 0; " + j + " < " + str(mt.tn) + "; ++" + j + ") " + regs + "[" + i + " * " + str(mt.tn) + " + " + j +
          "] += " + ar + "[" + i + "] * " + br + "[" + j + "];");
     line("}");
   }
 
+  // micro_for over this workgroup, columns in runs of 4 where asked for and possible.
+  Micro micro(int64_t M, int64_t N) const {
+    Micro m = micro_for(M, N, W_);
+    if (m.ok() && micro_vec4_ && m.tn % 4 == 0) m.v = 4;
+    return m;
+  }
+
   // Element index (in an [M,N] tile) of micro-tile register (i, j).
   static std::string micro_idx(const std::string& tr, const std::string& tc, const Micro& mt, const std::string& i,
                                const std::string& j, int64_t N) {
-    return "(" + tr + " + " + i + " * " + str(mt.gm) + ") * " + str(N) + " + " + tc + " + " + j + " * " + str(mt.gn);
+    return "(" + tr + " + " + i + " * " + str(mt.gm) + ") * " + str(N) + " + " + micro_col(tc, mt, j);
+  }
+  // Column (in the [M,N] tile) of micro-tile register column j (see Micro).
+  static std::string micro_col(const std::string& tc, const Micro& mt, const std::string& j) {
+    if (mt.v == 1) return tc + " + " + j + " * " + str(mt.gn);
+    return tc + " * " + str(mt.v) + " + " + j + " % " + str(mt.v) + " + " + j + " / " + str(mt.v) + " * " +
+           str(mt.gn * mt.v);
   }
 
   // Declares this invocation's micro-tile registers and origin, filled
@@ -910,7 +941,8 @@ class GlslRenderer {
     const int64_t M = type(a).shape[0], K = type(a).shape[1], N = type(b).shape[1];
     auto acc_it = reg_acc_.find(c);
     if (acc_it != reg_acc_.end() && acc_it->second.coop) {
-      coop_kernel(acc_it->second, an, bn, K + kPad, N + kPad);
+      emit_coop_loads({a, b});
+      coop_kernel(acc_it->second, an, bn, (K + kPad) / 8, (N + kPad) / 8);
       reg_acc_[r] = acc_it->second;
       name_[r] = "";
       return;
@@ -923,7 +955,7 @@ class GlslRenderer {
       return;
     }
     decl_array("float", vn(r), M * N);
-    const Micro mt = wg_ ? micro_for(M, N, W_) : Micro();
+    const Micro mt = wg_ ? micro(M, N) : Micro();
     if (mt.ok()) {
       line("{");
       ++depth_;
@@ -951,7 +983,7 @@ class GlslRenderer {
   // [M,N] f32 shape splits into micro-tiles over the workgroup.
   bool find_reg_acc(uint32_t i, uint32_t j, uint32_t barg, Micro* mt) const {
     if (reg_acc_dot(i, j, barg) == UINT32_MAX) return false;
-    *mt = micro_for(type(barg).shape[0], type(barg).shape[1], W_);
+    *mt = micro(type(barg).shape[0], type(barg).shape[1]);
     return mt->ok();
   }
   // The dot op of the register-accumulator pattern above, or UINT32_MAX.
@@ -972,6 +1004,112 @@ class GlslRenderer {
     if (k_.ops[y].opcode != HTR_KIR_OP_YIELD || uses_[dr] != 1 || user_[dr] != y) return no;
     if (j >= k_.ops[y].operands.size() || k_.ops[y].operands[j] != dr) return no;
     return d;
+  }
+
+  // Whether load op `lop`'s groups may take one 16-byte load (uniform):
+  // its pointer tile steps by one element along the last dimension.
+  std::string vec_ok(const Op& lop, int per) const {
+    const uint32_t p = lop.operands[0];
+    const std::string st = groups_.last_step(p);
+    const bool allowed = per == 8 ? vec_ : vec32_;
+    if (!allowed || st.empty() || st == "0" || type(p).rank == 0 || type(p).shape[type(p).rank - 1] % per != 0)
+      return "false";
+    return "(int64_t(" + st + ") == 1l)";
+  }
+  // GlslGroups::group_load, declaring the 16-byte buffer reference type on first use.
+  std::string group_load(const Op& lop, const std::string& e0, const std::string& ok, int per, const std::string& w) {
+    if (!need_v4_) {
+      need_v4_ = true;
+      globals_ += "layout(buffer_reference, std430, buffer_reference_align = 16) buffer BV4 { uvec4 v; };\n";
+    }
+    return groups_.group_load(lop, e0, ok, per, w);
+  }
+  // Slot (uvec4 index) of the group starting at element e0 of a tile with
+  // `cols` columns, rows padded by one group.
+  static std::string group_slot(const std::string& e0, int64_t cols) {
+    return "(" + e0 + ") / " + str(cols) + " * " + str((cols + kPad) / 8) + " + (" + e0 + ") % " + str(cols) + " / 8";
+  }
+  // Whether LOAD op `li` (an operand of a cooperative dot, in the body of
+  // the innermost open loop) may be emitted at the dot for the next
+  // iteration: its groups split evenly over the workgroup (<= 16 per
+  // invocation), nothing between it and the dot stores, and everything its
+  // address, mask and `other` read inside the loop is a still-virtual tile,
+  // a constant or the induction variable (re-declared for the next step).
+  bool can_defer(uint32_t li) const {
+    if (!wg_ || ends_.empty()) return false;
+    const uint32_t fi = ends_.back().second;
+    const Op& fo = k_.ops[fi];
+    const uint32_t r = a_.first_value[li];
+    const int64_t groups = type(r).numel() / 8;
+    if (groups % W_ != 0 || groups / W_ > 16) return false;
+    const uint32_t nres = static_cast<uint32_t>(fo.results.size());
+    const uint32_t iv = a_.first_value[fi] + nres;
+    for (uint32_t q = li + 1; q < a_.body_end[fi]; ++q) {
+      if (k_.ops[q].opcode == HTR_KIR_OP_STORE) return false;
+      if (k_.ops[q].opcode == HTR_KIR_OP_DOT) break;
+    }
+    std::vector<uint32_t> work(k_.ops[li].operands.begin(), k_.ops[li].operands.end());
+    std::set<uint32_t> seen;
+    while (!work.empty()) {
+      const uint32_t v = work.back();
+      work.pop_back();
+      if (!seen.insert(v).second || v == iv) continue;
+      if (v > iv && v <= iv + nres) return false;  // a carried value of this loop
+      const uint32_t d = def_[v];
+      if (d == UINT32_MAX || d < fi) continue;  // argument, or defined before the loop
+      if (!type(v).is_tile()) {
+        if (k_.ops[d].opcode != HTR_KIR_OP_CONST) return false;
+        continue;
+      }
+      if (!virt_[v]) return false;
+      for (uint32_t x : k_.ops[d].operands) work.push_back(x);
+    }
+    return true;
+  }
+  // The deferred operand loads of a cooperative dot (see can_defer): the
+  // first iteration loads its own tiles into registers; every iteration
+  // then moves the registers to workgroup memory and starts the next
+  // iteration's loads, which land while the fragments multiply.
+  void emit_coop_loads(const std::vector<uint32_t>& ids) {
+    std::vector<uint32_t> tiles;
+    for (uint32_t id : ids)
+      if (deferred_.count(id) && std::find(tiles.begin(), tiles.end(), id) == tiles.end()) tiles.push_back(id);
+    if (tiles.empty()) return;
+    const uint32_t fi = ends_.back().second;
+    const Op& fo = k_.ops[fi];
+    const uint32_t iv = a_.first_value[fi] + static_cast<uint32_t>(fo.results.size());
+    const std::string t = vn(iv) + "_t";
+    const std::string start = name_[fo.operands[0]], end = name_[fo.operands[1]], step = name_[fo.operands[2]];
+    std::string decls;
+    for (uint32_t id : tiles)
+      decls += std::string(2 * (depth_ - 1), ' ') + "uvec4 " + vn(id) + "_r[" + str(type(id).numel() / 8 / W_) + "];\n";
+    s_.insert(loop_pos_[fi], decls);
+    auto loads = [&]() {
+      for (uint32_t id : tiles) {
+        const Op& lop = k_.ops[deferred_[id]];
+        line("  bool " + vn(id) + "_v = " + vec_ok(lop, 8) + ";");
+        const std::string q = fresh("t"), e0 = fresh("e");
+        line("  [[unroll]] for (int " + q + " = 0; " + q + " < " + str(type(id).numel() / 8 / W_) + "; ++" + q + ") { int " +
+             e0 + " = (lid + " + q + " * " + str(W_) + ") * 8; " + group_load(lop, e0, vn(id) + "_v", 8, vn(id) + "_r[" + q + "]") +
+             " }");
+      }
+    };
+    line("if (" + t + " == int64_t(" + start + ")) {");
+    loads();
+    line("}");
+    sync();
+    for (uint32_t id : tiles) {
+      const std::string q = fresh("t"), e0 = fresh("e");
+      line("[[unroll]] for (int " + q + " = 0; " + q + " < " + str(type(id).numel() / 8 / W_) + "; ++" + q + ") { int " + e0 +
+           " = (lid + " + q + " * " + str(W_) + ") * 8; " + vn(id) + "[" + group_slot(e0, type(id).shape[type(id).rank - 1]) +
+           "] = " + vn(id) + "_r[" + q + "]; }");
+    }
+    sync();
+    const std::string nt = fresh("nt");
+    line("{ int64_t " + nt + " = " + t + " + int64_t(" + step + "); if (" + nt + " < int64_t(" + end + ")) {");
+    line("  " + ct(iv) + " " + vn(iv) + " = " + ct(iv) + "(" + nt + ");");
+    loads();
+    line("} }");
   }
 
   // Chooses the carried slots lowered to cooperative matrices (see the
@@ -1047,20 +1185,21 @@ class GlslRenderer {
     return ra;
   }
 
-  // regs += A[M,K] . B[K,N] on the subgroup's fragments (A, B float16_t
-  // arrays in workgroup memory, row-major with row strides lda, ldb).
+  // regs += A[M,K] . B[K,N] on the subgroup's fragments (A, B uvec4
+  // arrays of 8 halves each in workgroup memory, row-major with row
+  // strides lda, ldb in groups).
   void coop_kernel(const RegAcc& ra, const std::string& an, const std::string& bn, int64_t lda, int64_t ldb) {
-    const int64_t K = lda - kPad;
+    const int64_t K = lda * 8 - kPad;
     const std::string kk = fresh("k"), fa = fresh("fa"), fb = fresh("fb"), i = fresh("i"), j = fresh("j");
     line("[[unroll]] for (int " + kk + " = 0; " + kk + " < " + str(K) + "; " + kk + " += " + str(cm_k_) + ") {");
     line("  " + frag(16, cm_m_, cm_k_) + " " + fa + "[" + str(ra.ftm) + "]; " + frag(16, cm_k_, cm_n_) + " " + fb + "[" +
          str(ra.ftn) + "];");
     line("  [[unroll]] for (int " + i + " = 0; " + i + " < " + str(ra.ftm) + "; ++" + i + ") coopMatLoadNV(" + fa + "[" +
-         i + "], " + an + ", uint((" + ra.tr + " + " + i + " * " + str(cm_m_) + ") * " + str(lda) + " + " + kk + "), uint(" +
-         str(lda) + "), false);");
+         i + "], " + an + ", uint((" + ra.tr + " + " + i + " * " + str(cm_m_) + ") * " + str(lda) + " + " + kk +
+         " / 8), uint(" + str(lda) + "), false);");
     line("  [[unroll]] for (int " + j + " = 0; " + j + " < " + str(ra.ftn) + "; ++" + j + ") coopMatLoadNV(" + fb + "[" +
-         j + "], " + bn + ", uint(" + kk + " * " + str(ldb) + " + " + ra.tc + " + " + j + " * " + str(cm_n_) + "), uint(" +
-         str(ldb) + "), false);");
+         j + "], " + bn + ", uint(" + kk + " * " + str(ldb) + " + (" + ra.tc + " + " + j + " * " + str(cm_n_) +
+         ") / 8), uint(" + str(ldb) + "), false);");
     line("  [[unroll]] for (int " + i + " = 0; " + i + " < " + str(ra.ftm) + "; ++" + i + ") [[unroll]] for (int " + j +
          " = 0; " + j + " < " + str(ra.ftn) + "; ++" + j + ") " + ra.regs + "[" + i + " * " + str(ra.ftn) + " + " + j +
          "] = coopMatMulAddNV(" + fa + "[" + i + "], " + fb + "[" + j + "], " + ra.regs + "[" + i + " * " + str(ra.ftn) +
@@ -1111,6 +1250,7 @@ class GlslRenderer {
       if (!reg_acc_.count(b)) name_[b] = vn(b);
     }
     const std::string t = vn(iv) + "_t";
+    loop_pos_[i] = s_.size();
     line("for (int64_t " + t + " = int64_t(" + name_[op.operands[0]] + "); " + name_[op.operands[2]] + " > " +
          zero(type(op.operands[2]).dtype) + " && " + t + " < int64_t(" + name_[op.operands[1]] + "); " + t +
          " += int64_t(" + name_[op.operands[2]] + ")) {");
@@ -1201,9 +1341,17 @@ class GlslRenderer {
   const bool unroll_;
   const bool unroll_k_;
   const uint32_t cm_m_, cm_n_, cm_k_, sg_;  // cooperative shape, subgroup size (0: off)
+  const bool vec_, vec32_, prefetch_;       // GlslOptions::vector_loads, vector_loads_f32, prefetch
+  const bool micro_vec4_;                   // GlslOptions::micro_vec4
+  bool need_v4_ = false;                    // BV4 (16-byte buffer reference) declared
+  std::map<uint32_t, size_t> loop_pos_;     // FOR op -> offset in s_ of its `for` line
+  std::map<uint32_t, uint32_t> deferred_;   // f16 operand tile -> its LOAD op, loaded at the dot
   std::map<uint32_t, Coop> coop_;  // carried slots (block arguments) on cooperative matrices
   std::set<uint32_t> half_;        // f16 tiles kept as float16_t (operands of those dots)
   std::vector<uint32_t> def_;      // op defining each value (UINT32_MAX: arguments)
+  std::vector<std::string> name_;  // (declared before groups_, which refers to both)
+  std::vector<Fn> virt_;
+  GlslGroups groups_;              // grouped-load analysis (htr_sdk_ir_glsl_groups.h)
   uint64_t shared_used_ = 0;
   uint64_t private_used_ = 0;
   bool overflow_ = false;
@@ -1212,8 +1360,6 @@ class GlslRenderer {
   std::string s_;
   int depth_ = 0;
   uint64_t counter_ = 0;
-  std::vector<std::string> name_;
-  std::vector<Fn> virt_;
   std::vector<uint32_t> uses_, user_;
   std::map<uint32_t, RegAcc> reg_acc_;
   std::map<uint32_t, RegAcc> pending_;  // loop results still in registers

@@ -27,8 +27,11 @@
  *     the dot), starts from a splat and divides into the cooperative
  *     shape becomes cooperative matrices instead: each subgroup owns a
  *     grid of f32 accumulator fragments, the loaded A/B tiles are kept as
- *     float16_t in workgroup memory and read with coopMatLoadNV, and the
- *     epilogue stores fragments through a per-subgroup workgroup staging
+ *     groups of 8 halves (uvec4, rows padded by one group) in workgroup
+ *     memory, filled by 16-byte loads where possible (GlslOptions::
+ *     vector_loads; htr_sdk_ir_glsl_groups.h) and one k step ahead
+ *     through registers (prefetch), and
+ *     read with coopMatLoadNV, and the epilogue stores fragments through a per-subgroup workgroup staging
  *     tile (coopMatStoreNV) before the element-wise store. Tensor-core
  *     accumulation order differs from "k ascending" (f32 all the same).
  *     A kernel whose arrays exceed `shared_bytes` falls back to:
@@ -104,6 +107,23 @@ struct GlslOptions {
   // basic subgroup ops; 0 = off. subgroup_size: the device's (fixed) subgroup size.
   uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
   uint32_t subgroup_size = 0;
+  // 16-byte global loads (GPUs): a loaded tile whose last dimension divides into groups of 16
+  // bytes and whose pointer tile is provably linear along it is read in groups: one uvec4 load
+  // when the run-time step along it is 1 element, the group's address 16-byte aligned and all
+  // its mask bits set; else element by element (masked), so any tile stays correct.
+  // Cooperative-matrix operands always use groups (kept as uvec4 in workgroup memory);
+  // `vector_loads` off only makes every group take the element path. `vector_loads_f32`: the
+  // same for the f32 tiles of SIMT dots (written element-wise to their float arrays).
+  bool vector_loads = false;
+  bool vector_loads_f32 = false;
+  // Cooperative-matrix operands of a `for` loop's dot loaded one iteration ahead into
+  // registers (the next k tile's global loads in flight during the current MMAs), when their
+  // addresses and masks depend on the loop only through its induction variable.
+  bool prefetch = false;
+  // SIMT micro-tiles with columns in runs of 4 (B read as 4 consecutive floats per k, which a GPU
+  // compiler can merge into one 16-byte shared load) instead of columns strided by the
+  // invocation grid.
+  bool micro_vec4 = false;
 };
 
 /* `k` verified (giving `a`); `spec` one entry per argument or empty.

@@ -166,6 +166,7 @@ void discover_devices(htr_plugin_ctx_t* ctx) {
         (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0)
       query_coopmat_nv(ctx, p, &d);
     d.memory_budget = has_ext(exts, "VK_EXT_memory_budget");
+    d.exec_props = has_ext(exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     uint32_t qn = 0;
     ctx->it.vkGetPhysicalDeviceQueueFamilyProperties(p, &qn, nullptr);
     std::vector<VkQueueFamilyProperties> qf(qn);
@@ -308,15 +309,28 @@ htr_status_t device_open(htr_plugin_ctx_t* ctx, uint32_t index, htr_plugin_devic
     VkPhysicalDeviceCooperativeMatrixFeaturesNV coop{};
     coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
     coop.cooperativeMatrix = VK_TRUE;
-    const char* coop_ext = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
-    if (d.coopmat_nv) f12.pNext = &coop;
+    std::vector<const char*> exts;
+    if (d.coopmat_nv) {
+      f12.pNext = &coop;
+      exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    }
+    // HTR_VK_PIPELINE_STATS=1 (diagnostics): the driver's per-pipeline statistics (registers,
+    // spills, ...) are logged at INFO when a kernel's pipeline is created (vk_kernel.cc).
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR ep{};
+    ep.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+    ep.pipelineExecutableInfo = VK_TRUE;
+    const char* ps = std::getenv("HTR_VK_PIPELINE_STATS");
+    const bool stats = d.exec_props && ps != nullptr && std::strcmp(ps, "1") == 0;
+    if (stats) {
+      ep.pNext = f2.pNext;
+      f2.pNext = &ep;
+      exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    }
     VkDeviceCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     ci.pNext = &f2;
-    if (d.coopmat_nv) {
-      ci.enabledExtensionCount = 1;
-      ci.ppEnabledExtensionNames = &coop_ext;
-    }
+    ci.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+    ci.ppEnabledExtensionNames = exts.empty() ? nullptr : exts.data();
     ci.queueCreateInfoCount = 1;
     ci.pQueueCreateInfos = &q;
     VkResult r = ctx->it.vkCreateDevice(d.phys, &ci, nullptr, &dev->dev);
@@ -334,6 +348,7 @@ htr_status_t device_open(htr_plugin_ctx_t* ctx, uint32_t index, htr_plugin_devic
       return host.error(HTR_STATUS_INTERNAL, "vulkan: %s", why.c_str());
     }
     dev->fn.vkGetDeviceQueue(dev->dev, d.compute_family, 0, &dev->queue);
+    dev->pipeline_stats = stats;
     dev->alloc.reset(new Allocator(dev.get()));
     dev->kernels = make_kernel_state(dev.get());
     *out_device = dev.release();

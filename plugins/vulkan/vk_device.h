@@ -45,6 +45,7 @@ struct htr_plugin_device_s {
   std::atomic<bool> lost{false};
   std::mutex ops_mu;  // guards op_kernels
   std::map<std::string, htr_plugin_kernel_t*> op_kernels;  // library-op kernels (vk_ops.cc)
+  bool pipeline_stats = false;  // HTR_VK_PIPELINE_STATS=1 and the driver has executable properties
   const htr_sdk::Host& host() const { return ctx->host; }
 };
 

@@ -186,6 +186,49 @@ std::string uuid_hex(const uint8_t* u) {
 // Private-array bytes per program accepted on CPU devices (see compile_ir).
 constexpr uint64_t kCpuPrivateLimit = 4096;
 
+
+// HTR_VK_PIPELINE_STATS=1: the driver's statistics of each new pipeline (NVIDIA: registers,
+// shared/local memory, ...) as one INFO line, to read occupancy and spills off a kernel.
+void log_pipeline_stats(htr_plugin_device_t* d, VkPipeline pipe, const std::string& name) {
+  auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      d->ctx->it.vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutablePropertiesKHR"));
+  auto stats = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      d->ctx->it.vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutableStatisticsKHR"));
+  if (props == nullptr || stats == nullptr) return;
+  VkPipelineInfoKHR pi{};
+  pi.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR;
+  pi.pipeline = pipe;
+  uint32_t ne = 0;
+  if (props(d->dev, &pi, &ne, nullptr) != VK_SUCCESS) return;
+  for (uint32_t e = 0; e < ne; ++e) {
+    VkPipelineExecutableInfoKHR ei{};
+    ei.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR;
+    ei.pipeline = pipe;
+    ei.executableIndex = e;
+    uint32_t ns = 0;
+    if (stats(d->dev, &ei, &ns, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> st(ns);
+    for (auto& x : st) x.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+    if (stats(d->dev, &ei, &ns, st.data()) != VK_SUCCESS) continue;
+    std::string line;
+    for (uint32_t i = 0; i < ns; ++i) {
+      char v[64];
+      switch (st[i].format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: std::snprintf(v, sizeof v, "%u", st[i].value.b32); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+          std::snprintf(v, sizeof v, "%lld", static_cast<long long>(st[i].value.i64));
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+          std::snprintf(v, sizeof v, "%llu", static_cast<unsigned long long>(st[i].value.u64));
+          break;
+        default: std::snprintf(v, sizeof v, "%g", st[i].value.f64);
+      }
+      line += std::string(i == 0 ? "" : ", ") + st[i].name + "=" + v;
+    }
+    d->host().log(HTR_LOG_INFO, "vulkan pipeline stats %s [%u]: %s", name.c_str(), e, line.c_str());
+  }
+}
+
 }  // namespace
 
 htr_sdk::ir::GlslOptions glsl_options(const PhysInfo& d) {
@@ -214,6 +257,19 @@ htr_sdk::ir::GlslOptions glsl_options(const PhysInfo& d) {
     o.coopmat_n = d.coopmat_nv_n;
     o.coopmat_k = d.coopmat_nv_k;
     o.subgroup_size = d.subgroup_size;
+  }
+  // 16-byte global loads and the cooperative operands' register prefetch on GPUs (lavapipe
+  // keeps its measured element loops). HTR_VK_LOWER (comma-separated, for comparisons and
+  // sweeps): novec, noprefetch, vecf32 (16-byte loads of the SIMT dots' f32 tiles too),
+  // microvec (GlslOptions::micro_vec4).
+  o.vector_loads = !cpu;
+  o.prefetch = !cpu;
+  if (const char* lw = std::getenv("HTR_VK_LOWER")) {
+    const std::string l = std::string(",") + lw + ",";
+    if (l.find(",novec,") != std::string::npos) o.vector_loads = false;
+    if (l.find(",noprefetch,") != std::string::npos) o.prefetch = false;
+    if (l.find(",vecf32,") != std::string::npos) o.vector_loads_f32 = true;
+    if (l.find(",microvec,") != std::string::npos) o.micro_vec4 = true;
   }
   return o;
 }
@@ -397,11 +453,13 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
   pi.stage.module = mod;
   pi.stage.pName = "main";
   pi.layout = prog->layout;
+  if (device->pipeline_stats) pi.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   const VkResult r = device->fn.vkCreateComputePipelines(device->dev, device->kernels->cache, 1, &pi, nullptr,
                                                          &prog->pipeline);
   device->fn.vkDestroyShaderModule(device->dev, mod, nullptr);
   if (r != VK_SUCCESS) prog->pipeline = VK_NULL_HANDLE;
   HTR_SDK_RETURN_IF_ERROR(vk_status(device, r, "vkCreateComputePipelines"));
+  if (device->pipeline_stats) log_pipeline_stats(device, prog->pipeline, k.name);
 
   auto* kern = new htr_plugin_kernel_s{};
   kern->device = device;

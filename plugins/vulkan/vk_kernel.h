@@ -60,7 +60,9 @@ struct KernelState {
 // loadable); *why (may be NULL) says what is missing.
 bool kernels_supported(const PhysInfo& d, std::string* why = nullptr);
 
-// The GLSL lowering's options for a device (from its queried limits).
+// The GLSL lowering's options for a device (from its queried limits; GPUs get
+// 16-byte loads and the cooperative operands' prefetch), adjusted by
+// HTR_VK_COOPMAT=0 and HTR_VK_LOWER (novec, noprefetch, vecf32, microvec).
 htr_sdk::ir::GlslOptions glsl_options(const PhysInfo& d);
 
 // Per-device compiler state (shaderc handle, pipeline cache).

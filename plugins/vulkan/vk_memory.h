@@ -13,8 +13,9 @@
  * copies). Offsets are aligned to max(requested, 256, the device's storage
  * alignment).
  *
- * Sizes beyond the heap or maxMemoryAllocationSize, and vkAllocateMemory
- * failures, are OUT_OF_MEMORY. Buffers are not host-accessible through the
+ * Sizes beyond the heap, and vkAllocateMemory failures, are OUT_OF_MEMORY;
+ * a dedicated request beyond maxMemoryAllocationSize (but within the heap)
+ * is attempted, since that limit is where the driver *may* refuse. Buffers are not host-accessible through the
  * ABI (buffer_host_ptr is UNIMPLEMENTED): the runtime stages through copies.
  *
  * Thread safety: the Allocator locks internally.

@@ -8,6 +8,7 @@
 #include "ops/kernels/kernels.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <vector>
@@ -33,8 +34,8 @@ struct Tile {
 // first candidate whose A and B tiles (f32, the lowering keeps them in
 // workgroup memory; C stays in registers) fit maxComputeSharedMemorySize and
 // whose C tile splits into register micro-tiles of at most 64 outputs over
-// the workgroup (htr_sdk_ir_glsl.h). GPUs: 128x128x8 over 256 invocations
-// (8x8 each); CPU devices (lavapipe): 64x64x16 over 64 invocations (8 SIMD
+// the workgroup (htr_sdk_ir_glsl.h). GPUs: 64x64x16 over 128 invocations
+// (4x8 each); CPU devices (lavapipe): 64x64x16 over 64 invocations (8 SIMD
 // vectors, 8x8 each).
 Tile tile_for(const htr_plugin_device_t* d, htr_dtype_t dtype) {
   const uint32_t* env = d->ctx->matmul_tile;
@@ -43,11 +44,12 @@ Tile tile_for(const htr_plugin_device_t* d, htr_dtype_t dtype) {
   // f16 on cooperative matrices (glsl_options sets them): A/B tiles as f16 in workgroup memory,
   // plus one f32 staging fragment per subgroup for the epilogue; the tile must divide into the
   // cooperative shape over the workgroup's subgroups (htr_sdk_ir_glsl.cc, plan_coop).
-  // H200 sweep (f16 4096^3, TFLOP/s, plugins/vulkan/README.md): 128x256x32/256 26.5,
-  // 256x128x32/256 26.4, 128x128x32/256 9.4, 64x64x32/128 7.9.
+  // H200 sweeps (f16 4096^3, TFLOP/s, plugins/vulkan/README.md), with 16-byte loads and the
+  // register prefetch: 128x128x64/256 37.8, 128x256x32/256 37.0, 256x128x32/256 36.8,
+  // 64x128x32/128 35.1, 128x128x32/256 34.8.
   const htr_sdk::ir::GlslOptions go = glsl_options(info);
   if (dtype == HTR_DTYPE_F16 && go.coopmat_m != 0) {
-    static const Tile kCoop[] = {{128, 256, 32, 256}, {128, 128, 32, 256}, {64, 64, 32, 128}};
+    static const Tile kCoop[] = {{128, 128, 64, 256}, {128, 256, 32, 256}, {128, 128, 32, 256}, {64, 64, 32, 128}};
     for (const Tile& t : kCoop) {
       // operand rows padded by 8 halves (htr_sdk_ir_glsl.cc, kPad)
       const uint64_t shared = 2 * (uint64_t{t.bm} * (t.bk + 8) + uint64_t{t.bk} * (t.bn + 8)) +
@@ -64,10 +66,12 @@ Tile tile_for(const htr_plugin_device_t* d, htr_dtype_t dtype) {
                                  info.props.limits.maxComputeWorkGroupSize[0]);
   const uint64_t shared = info.props.limits.maxComputeSharedMemorySize;
   const uint32_t wdef = glsl_options(info).workgroup_size;
-  // Order from the H200 sweep (f32 4096^3, TFLOP/s, plugins/vulkan/README.md):
-  // 128x128x8/256 24.9, 64x64x16/128 22.5, 128x128x16/256 16.6, 64x64x16/64 6.5,
-  // 128x64x16/128 6.0 (more registers than the unrolled micro-kernel can keep).
-  static const Tile kGpu[] = {{128, 128, 8, 256}, {64, 64, 16, 128}, {128, 128, 16, 256}, {32, 32, 16, 32},
+  // Order from the H200 sweeps (f32 4096^3, TFLOP/s, plugins/vulkan/README.md): 64x64x16/128
+  // with 16-byte loads and micro-tile columns in runs of 4 (matmul_kernel) 25.7, 128x128x8/256
+  // 25.0 (24.8 with runs of 4, 17.8 with 16-byte loads), 64x64x16/128 plain 22.5,
+  // 128x128x16/256 16.6, 64x64x16/64 6.5, 128x64x16/128 6.0 (more registers than the unrolled
+  // micro-kernel can keep).
+  static const Tile kGpu[] = {{64, 64, 16, 128}, {128, 128, 8, 256}, {128, 128, 16, 256}, {32, 32, 16, 32},
                               {16, 16, 16, 16}};
   // lavapipe (f32 256^3, unrolled micro-tiles, loaded 2-core machine): 64x64x16/64 3.0x,
   // 32x32x16/16 1.9x, 32x16x16/8 1.6x the old default 16x16x16/8 (every shared-memory access is
@@ -160,12 +164,29 @@ htr_status_t plan_matmul(const htr_sdk::Host& host, const htr_op_desc_t* desc, b
   return nullptr;
 }
 
-// The device's matmul kernel for `dtype` (compiled once).
-htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, Tile* tile, htr_plugin_kernel_t** out) {
+// Unit innermost strides (stride_ak, stride_bn, stride_cn: arguments 7, 9, 11 of the DSL
+// matmul) are specialized to 1 where the operands have them: the lowering then sees rows that
+// are contiguous in memory (16-byte loads, htr_sdk_ir_glsl.h) and the address math of every
+// element loses a multiply. Bit i of the mask: argument kUnitArgs[i] is specialized.
+constexpr uint32_t kUnitArgs[3] = {7, 9, 11};
+// Done for f16 on cooperative matrices (the 16-byte loads need it); f32 and bf16 keep run-time
+// strides: on the H200 the specialized f32 kernel ran slower (128x128x8/256: 16.1 TFLOP/s
+// against 25.0), presumably more registers. HTR_VK_MATMUL_UNIT=0/1 forces it off/on.
+uint32_t unit_mask(const htr_plugin_device_t* d, const Plan& p) {
+  bool on = p.dtype == HTR_DTYPE_F16 && glsl_options(*d->info).coopmat_m != 0;
+  if (const char* u = std::getenv("HTR_VK_MATMUL_UNIT")) on = std::strcmp(u, "0") != 0;
+  if (!on) return 0;
+  return (p.sak == 1 ? 1u : 0u) | (p.sbn == 1 ? 2u : 0u) | (p.scn == 1 ? 4u : 0u);
+}
+
+// The device's matmul kernel for `dtype` and unit-stride mask `units` (compiled once each).
+htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, uint32_t units, Tile* tile,
+                           htr_plugin_kernel_t** out) {
   const Tile t = tile_for(d, dtype);
   *tile = t;
   const std::string key = std::string("matmul/") + htr_sdk::dtype_name(dtype) + "/" + std::to_string(t.bm) + "x" +
-                          std::to_string(t.bn) + "x" + std::to_string(t.bk) + "x" + std::to_string(t.w);
+                          std::to_string(t.bn) + "x" + std::to_string(t.bk) + "x" + std::to_string(t.w) + "/u" +
+                          std::to_string(units);
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {
@@ -182,10 +203,25 @@ htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, Tile* tile
   if (!st.message.empty()) return d->host().error(HTR_STATUS_INTERNAL, "vulkan: DSL matmul: %s", st.message.c_str());
   htr_plugin_kernel_t* k = nullptr;
   htr_sdk::ir::GlslOptions opt = glsl_options(*d->info);
+  // f32 on GPUs: 16-byte tile loads and micro-tile columns in runs of 4 (measured with the
+  // 64x64x16/128 tile; 128x128x8/256 loses with the loads). HTR_VK_LOWER, when set, decides.
+  if (dtype == HTR_DTYPE_F32 && d->info->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
+      std::getenv("HTR_VK_LOWER") == nullptr && t.bm == 64 && t.bn == 64 && t.bk == 16) {
+    opt.vector_loads_f32 = true;
+    opt.micro_vec4 = true;
+  }
   if (t.w != 0)
     opt.workgroup_size = std::min({t.w, d->info->props.limits.maxComputeWorkGroupInvocations,
                                    d->info->props.limits.maxComputeWorkGroupSize[0]});
-  HTR_SDK_RETURN_IF_ERROR(compile_ir(d, ir.data(), ir.size(), nullptr, 0, &k, nullptr, &opt));
+  htr_kernel_scalar_t spec[3] = {};
+  uint32_t nspec = 0;
+  for (uint32_t i = 0; i < 3; ++i) {
+    if ((units >> i & 1u) == 0) continue;
+    spec[nspec].arg_index = kUnitArgs[i];
+    spec[nspec].i = 1;
+    ++nspec;
+  }
+  HTR_SDK_RETURN_IF_ERROR(compile_ir(d, ir.data(), ir.size(), nspec > 0 ? spec : nullptr, nspec, &k, nullptr, &opt));
   d->op_kernels[key] = k;
   *out = k;
   return nullptr;
@@ -226,7 +262,7 @@ htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
     if (p.M == 0 || p.N == 0) return nullptr;
     Tile t;
     htr_plugin_kernel_t* k = nullptr;
-    HTR_SDK_RETURN_IF_ERROR(matmul_kernel(d, p.dtype, &t, &k));
+    HTR_SDK_RETURN_IF_ERROR(matmul_kernel(d, p.dtype, unit_mask(d, p), &t, &k));
     const uint64_t es = htr_sdk::dtype_size(p.dtype);
     for (int64_t b = 0; b < p.batch; ++b) {
       htr_kernel_arg_t a[12] = {};

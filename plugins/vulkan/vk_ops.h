@@ -3,13 +3,15 @@
  *
  * matmul: the universal tile-DSL matmul (ops/kernels/matmul.cc, compiled
  * into the plugin as an IR builder) through the plugin's own kernel path
- * (GLSL -> SPIR-V), one kernel per (dtype, tile) cached on the device. Tile
- * sizes and the workgroup size come from the device's limits (tile_for in
- * vk_ops.cc): the first of a list whose f32 A/B tiles fit
+ * (GLSL -> SPIR-V), one kernel per (dtype, tile, unit strides) cached on the
+ * device. Tile sizes and the workgroup size come from the device's limits
+ * (tile_for in vk_ops.cc): the first of a list whose f32 A/B tiles fit
  * maxComputeSharedMemorySize and whose C tile splits into register
- * micro-tiles of <= 64 outputs (128x128x8 over 256 invocations on GPUs,
- * 16x16x16 over 8 on lavapipe); HTR_VK_MATMUL_TILE=BMxBNxBK[xW] overrides
- * it. Transposes
+ * micro-tiles of <= 64 outputs (64x64x16 over 128 invocations on GPUs, with
+ * 16-byte loads and column runs of 4; 64x64x16 over 64 on lavapipe); f16 on
+ * cooperative matrices 128x128x64 over 256; HTR_VK_MATMUL_TILE=BMxBNxBK[xW]
+ * overrides it. f16 on cooperative matrices specializes unit innermost
+ * strides (HTR_VK_MATMUL_UNIT=0/1 forces it off/on). Transposes
  * and strided views are the kernel's strides; one batch dim (either side may
  * lack it: broadcast) is one launch per batch. Offered: f32 x f32 -> f32 and,
  * with 16-bit storage, bf16/f16 x same -> same (f32 accumulation), alpha = 1,

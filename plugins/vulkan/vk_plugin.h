@@ -60,6 +60,7 @@ struct PhysInfo {
   bool coopmat_nv = false;
   uint32_t coopmat_nv_m = 0, coopmat_nv_n = 0, coopmat_nv_k = 0;
   bool memory_budget = false;     // VK_EXT_memory_budget
+  bool exec_props = false;        // VK_KHR_pipeline_executable_properties (HTR_VK_PIPELINE_STATS)
   uint32_t device_local_type = UINT32_MAX;  // memory type for buffers
   uint32_t staging_type = UINT32_MAX;       // host-visible + coherent
   uint32_t readback_type = UINT32_MAX;      // host-visible, cached if any

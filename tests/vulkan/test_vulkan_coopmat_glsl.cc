@@ -61,7 +61,9 @@ std::string compile(const std::string& src, const std::string& name) {
 }
 
 // Renders the DSL matmul (bm x bn x bk, dtype) over W invocations; empty source on error.
-htr_sdk::ir::GlslShader render(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_t dt, uint32_t W, bool coop) {
+// lower: the GPU defaults (16-byte loads, prefetch) unless "novec" / "noprefetch" / "vecf32" say otherwise.
+htr_sdk::ir::GlslShader render(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_t dt, uint32_t W, bool coop,
+                               const std::string& lower = "") {
   namespace ir = htr_sdk::ir;
   htr::kernels::MatmulConfig cfg;
   cfg.bm = bm;
@@ -79,6 +81,10 @@ htr_sdk::ir::GlslShader render(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_
   o.shared_bytes = 49152;  // the H200's maxComputeSharedMemorySize
   o.workgroup_size = W;
   o.unroll = o.unroll_k = true;
+  o.vector_loads = lower.find("novec") == std::string::npos;
+  o.prefetch = lower.find("noprefetch") == std::string::npos;
+  o.vector_loads_f32 = lower.find("vecf32") != std::string::npos;
+  o.micro_vec4 = lower.find("microvec") != std::string::npos;
   if (coop) {
     o.coopmat_m = o.coopmat_n = o.coopmat_k = 16;
     o.subgroup_size = 32;
@@ -93,24 +99,36 @@ htr_sdk::ir::GlslShader render(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_
 
 bool has(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
 
-void expect(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_t dt, uint32_t W, bool coop, bool want_coop) {
+void expect(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_t dt, uint32_t W, bool coop, bool want_coop,
+            const std::string& lower = "") {
   const std::string name = "matmul " + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
                            (dt == HTR_DTYPE_F16 ? " f16" : dt == HTR_DTYPE_F32 ? " f32" : " bf16") + " W=" +
-                           std::to_string(W) + (coop ? " coop options" : " no coop options");
-  const htr_sdk::ir::GlslShader sh = render(bm, bn, bk, dt, W, coop);
+                           std::to_string(W) + (coop ? " coop options" : " no coop options") +
+                           (lower.empty() ? "" : " " + lower);
+  const htr_sdk::ir::GlslShader sh = render(bm, bn, bk, dt, W, coop, lower);
   check(!sh.source.empty(), name + ": renders");
   if (std::getenv("HTR_TEST_DUMP_GLSL") != nullptr) std::printf("%s\n", sh.source.c_str());
   if (sh.source.empty()) return;
   const bool uses = has(sh.source, "coopMatMulAddNV");
   check(uses == want_coop, name + (want_coop ? ": uses cooperative matrices" : ": keeps the SIMT dot"));
   if (want_coop) {
-    check(has(sh.source, "shared float16_t") && has(sh.source, "coopMatStoreNV") && sh.workgroup_size == W,
-          name + ": f16 operand tiles in workgroup memory, fragments stored through it, W kept");
+    check(has(sh.source, "shared uvec4") && has(sh.source, "coopMatStoreNV") && sh.workgroup_size == W,
+          name + ": f16 operand tiles (groups of 8 halves) in workgroup memory, fragments stored through it, W kept");
+    const bool vec = lower.find("novec") == std::string::npos, pre = lower.find("noprefetch") == std::string::npos;
+    check(has(sh.source, ")) == 1l)") == vec && has(sh.source, "BV4("),
+          name + (vec ? ": 16-byte loads where the step along K/N is 1" : ": 16-byte loads off"));
+    check(has(sh.source, "_r[") == pre, name + (pre ? ": operands prefetched one k step ahead" : ": no prefetch"));
     check(sh.shared_bytes <= 49152, name + ": within workgroup memory (" + std::to_string(sh.shared_bytes) + " B)");
   } else {
     check(!has(sh.source, "GL_NV_cooperative_matrix") && !has(sh.source, "float16_t"),
           name + ": no cooperative-matrix extension or f16 arrays");
   }
+  if (lower.find("vecf32") != std::string::npos)
+    check(has(sh.source, "BV4("), name + ": f32 tiles loaded in groups of 4 (16 bytes)");
+  // The matmul's masks ((rm < M) & (k < K)) are checked once per group: the row term at the
+  // group's first element, the k/n term at its last (+7 halves, +3 floats), not per element.
+  if (want_coop && lower.find("novec") == std::string::npos)
+    check(has(sh.source, " + 7)))) < "), name + ": one bound check per 16-byte group");
   const std::string err = compile(sh.source, "matmul");
   check(err.empty(), name + ": shaderc + SPIR-V validation" + (err.empty() ? "" : " (" + err + ")"));
 }
@@ -126,6 +144,11 @@ int main() {
   expect(64, 64, 16, HTR_DTYPE_F32, 128, true, false);     // f32 operands
   expect(64, 64, 16, HTR_DTYPE_BF16, 128, true, false);    // bf16: no NV cooperative type
   expect(8, 8, 8, HTR_DTYPE_F16, 64, true, false);         // does not divide into 16x16x16
+  expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true, "noprefetch");
+  expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true, "novec,noprefetch");
+  expect(128, 128, 64, HTR_DTYPE_F16, 256, true, true, "novec");
+  expect(128, 128, 8, HTR_DTYPE_F32, 256, true, false, "vecf32");  // 16-byte f32 loads, SIMT dot
+  expect(64, 64, 16, HTR_DTYPE_F32, 128, true, false, "vecf32,microvec");  // the H200's f32 library matmul
   std::printf("%s\n", failures == 0 ? "all passed" : "FAILED");
   return failures == 0 ? 0 : 1;
 }
