@@ -2,7 +2,9 @@
  * htr_sdk_render_cuda.h — the CUDA C dialect of the C-family renderer
  * (htr_sdk_ir_render.h), for NVRTC.
  *
- * Three lowerings. render_cuda (below) lowers dot-shaped programs
+ * Four lowerings. render_cuda (below) lowers programs with two or more
+ * bf16/f16 dots (flash attention) to the warp-row lowering
+ * (render_cuda_attn below), dot-shaped programs
  * (htr_sdk_ir_block.h) with bf16/f16 operands to one thread block per
  * program on tensor cores, 1-D programs to row blocks when
  * CudaTarget::row_threads asks for it (see the end of this paragraph), and
@@ -64,7 +66,7 @@ struct CudaTarget {
 };
 
 /* How to launch what render_cuda printed. block_program (dot-shaped or row
- * lowering; `lowering` starts with "block-mma" or "row"): one block of
+ * lowering; `lowering` starts with "block-mma", "block-attn" or "row"): one block of
  * `threads` threads per program (grid = the program count in x, the entry
  * maps blockIdx.x to program ids) with `smem_bytes` of dynamic shared memory
  * (the function must be allowed that much first when it is over 48 KiB);
@@ -88,6 +90,28 @@ struct CudaLaunch {
  * way. Fails only as render() does. */
 Status render_cuda(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
                    const CudaTarget& target, Rendered* out, CudaLaunch* launch);
+
+/* Warp-row lowering (htr_sdk_render_cuda_attn.cc) of programs with two or
+ * more dots, bf16/f16 operands and f32 accumulators (the flash-attention
+ * kernels, ops/kernels/attention*.cc): one block of W warps per program
+ * (R = the dots' row count = 16 * W * FM); every [R,N] tile in registers in
+ * the m16n8 accumulator layout (warp w owns rows [16*FM*w, 16*FM*(w+1))),
+ * [R] / [R,1] tiles one value per owned row, [N] / [1,N] tiles per column;
+ * row reductions in registers plus two quad shuffles; a dot's A operand from
+ * registers (packed with cvt.rn) or from a load staged in shared memory
+ * (ldmatrix), B from a load staged in shared memory (row-major, or
+ * transposed when its dim 0 is the contiguous one, decided at run time);
+ * the loop's staged loads double-buffered with cp.async one iteration ahead.
+ * Requirements (else false with *why and nothing printed): exactly one FOR,
+ * no store inside it, carried values tiles; every tile needed in registers
+ * is [R,8n], [R], [R,1], [8n] or [1,8n]; reduces along the rows of f32
+ * [R,N] tiles; staged loads affine with box masks, no `other`. exp is
+ * __expf (ex2.approx) here; float sums reduce in another order. True with
+ * *st set when it rendered (or failed to). */
+bool render_cuda_attn(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
+                      const CudaTarget& target, Rendered* out, CudaLaunch* launch, std::string* why, Status* st);
+/* The block lowering's device templates (htr_sdk_render_cuda_block.cc), shared by render_cuda_attn. */
+const char* cuda_block_prelude();
 
 /* Row lowering (htr_sdk_render_cuda_row.cc). rows_supported: every value is
  * a scalar or a 1-D tile, no dot / expand_dims, broadcasts only of splats or

@@ -575,7 +575,8 @@ class BlockRenderer {
       if (type(r).is_tile()) continue;
       const std::string x = scalar_expr(op, r);
       const Type& t = type(r);
-      line((t.ptr ? ct(r) + " const " : "const " + ct(r) + " ") + v(r) + " = " + sp_.rnd(t.dtype, x) + ";");
+      // Pointers (ptr<bf16> plus a batch offset) are addresses: never rounded.
+      line((t.ptr ? ct(r) + " const " + v(r) + " = " + x : "const " + ct(r) + " " + v(r) + " = " + sp_.rnd(t.dtype, x)) + ";");
     }
   }
   std::string scalar_expr(const Op& op, uint32_t r) const {
@@ -624,10 +625,15 @@ class BlockRenderer {
 
 }  // namespace
 
+const char* cuda_block_prelude() { return kBlockPrelude; }
+
 Status render_cuda(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
                    const CudaTarget& target, Rendered* out, CudaLaunch* launch) {
   *launch = CudaLaunch{};
   if (target.block_lowering) {
+    std::string why_attn;
+    Status st;
+    if (render_cuda_attn(k, a, spec, target, out, launch, &why_attn, &st)) return st;
     const AffineInfo aff = analyze_affine(k, a, spec);
     DotProgram p;
     DotLayout l;

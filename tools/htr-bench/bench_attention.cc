@@ -45,6 +45,8 @@
 #include "timing.h"
 
 namespace bench {
+
+int RunAttentionOnGpu(const Args& args);  // bench_attention_gpu.cc
 namespace {
 
 const char kPeerPy[] = R"PY(
@@ -348,6 +350,9 @@ std::string RunPeer(const AOptions& o, const nlohmann::json& args, std::vector<n
 }
 
 int RunAttention(const Args& args) {
+  // A GPU device: the bf16 kernel-level bench with PyTorch SDPA on the same GPU (bench_attention_gpu.cc).
+  for (size_t i = 0; i + 1 < args.items.size(); ++i)
+    if (args.items[i] == "--device" && args.items[i + 1].rfind("cuda", 0) == 0) return RunAttentionOnGpu(args);
   AOptions o;
   if (int rc = Parse(args, &o)) return rc;
   if (o.threads == 0) {

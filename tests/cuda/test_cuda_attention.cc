@@ -1,0 +1,335 @@
+// The flash-attention kernels (ops/kernels/attention*.cc, bf16/f16 inputs)
+// through the CUDA warp-row lowering (plugins/sdk/htr_sdk_render_cuda_attn.cc).
+// [render]: the forward and both backward kernels take the lowering and
+// NVRTC compiles them for sm_90 (no GPU; skipped without libnvrtc). [gpu]:
+// on cuda:0 against causal attention computed here in double from the same
+// bf16 inputs (forward O and logsumexp, backward dQ, dK, dV), ragged T and
+// D < BD included (skipped without a CUDA device).
+#include <catch2/catch.hpp>
+
+#include "skip.h"
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "htr/htr.h"
+#include "htr/htr_kernel.h"
+#include "htr_sdk_ir.h"
+#include "htr_sdk_render_cuda.h"
+#include "ops/kernels/kernels.h"
+
+namespace {
+
+namespace k = htr::kernels;
+namespace ir = htr_sdk::ir;
+
+k::AttentionConfig Cfg(uint32_t bd, htr_dtype_t dt) {
+  k::AttentionConfig c;
+  c.bm = 64;
+  c.bn = 64;
+  c.bd = bd;
+  c.dtype = dt;
+  return c;
+}
+
+std::vector<std::vector<uint8_t>> Kernels(const k::AttentionConfig& c) {
+  std::vector<std::vector<uint8_t>> v(3);
+  REQUIRE(k::BuildAttentionForward(c, &v[0]).ok());
+  REQUIRE(k::BuildAttentionBackwardDq(c, &v[1]).ok());
+  REQUIRE(k::BuildAttentionBackwardDkDv(c, &v[2]).ok());
+  return v;
+}
+
+TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", "[render]") {
+  void* lib = nullptr;
+  for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
+    if ((lib = dlopen(n, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+  using Create = int (*)(void**, const char*, const char*, int, const char* const*, const char* const*);
+  using Compile = int (*)(void*, int, const char* const*);
+  using LogSize = int (*)(void*, size_t*);
+  using Log = int (*)(void*, char*);
+  using Destroy = int (*)(void**);
+  if (lib == nullptr) {
+    HTR_CUDA_TEST_SKIP("libnvrtc not found");
+    return;
+  }
+  auto create = reinterpret_cast<Create>(dlsym(lib, "nvrtcCreateProgram"));
+  auto compile = reinterpret_cast<Compile>(dlsym(lib, "nvrtcCompileProgram"));
+  auto log_size = reinterpret_cast<LogSize>(dlsym(lib, "nvrtcGetProgramLogSize"));
+  auto log = reinterpret_cast<Log>(dlsym(lib, "nvrtcGetProgramLog"));
+  auto destroy = reinterpret_cast<Destroy>(dlsym(lib, "nvrtcDestroyProgram"));
+  REQUIRE((create && compile && log_size && log && destroy));
+  for (uint32_t bd : {64u, 128u})
+    for (htr_dtype_t dt : {HTR_DTYPE_BF16, HTR_DTYPE_F16}) {
+      const auto irs = Kernels(Cfg(bd, dt));
+      for (const auto& bytes : irs) {
+        ir::Kernel kern;
+        ir::Analysis an;
+        REQUIRE(ir::read(bytes.data(), bytes.size(), &kern).ok());
+        REQUIRE(ir::verify(kern, &an).ok());
+        ir::CudaTarget target;
+        target.smem_bytes = 227 * 1024;
+        ir::Rendered r;
+        ir::CudaLaunch launch;
+        REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
+        INFO(kern.name << " bd " << bd << ": " << launch.lowering);
+        CHECK(launch.lowering.rfind("block-attn", 0) == 0);
+        CHECK(launch.block_program);
+        if (const char* dump = std::getenv("HTR_CUDA_TEST_DUMP"); dump != nullptr && *dump != '\0') {
+          const std::string path = std::string(dump) + "/" + kern.name + "_" + std::to_string(bd) +
+                                   (dt == HTR_DTYPE_BF16 ? "_bf16" : "_f16") + ".cu";
+          if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+            std::fputs(r.source.c_str(), f);
+            std::fclose(f);
+          }
+        }
+        void* prog = nullptr;
+        REQUIRE(create(&prog, r.source.c_str(), "k.cu", 0, nullptr, nullptr) == 0);
+        const char* opts[] = {"--gpu-architecture=sm_90", "--std=c++17", "--device-as-default-execution-space"};
+        const int rc = compile(prog, 3, opts);
+        std::string text;
+        size_t n = 0;
+        if (log_size(prog, &n) == 0 && n > 1) {
+          text.resize(n);
+          log(prog, &text[0]);
+        }
+        destroy(&prog);
+        INFO(text);
+        CHECK(rc == 0);
+      }
+    }
+  // f32 attention keeps the per-thread lowering (no tensor cores for f32), and so does the
+  // one-kernel bf16 backward (nested loops, stores inside them).
+  std::vector<uint8_t> one;
+  REQUIRE(k::BuildAttentionBackward(Cfg(64, HTR_DTYPE_BF16), &one).ok());
+  const auto f32 = Kernels(Cfg(64, HTR_DTYPE_F32));
+  const std::vector<uint8_t>* both[] = {&f32[0], &one};
+  for (const std::vector<uint8_t>* bytes : both) {
+    ir::Kernel kern;
+    ir::Analysis an;
+    REQUIRE(ir::read(bytes->data(), bytes->size(), &kern).ok());
+    REQUIRE(ir::verify(kern, &an).ok());
+    ir::Rendered r;
+    ir::CudaLaunch launch;
+    REQUIRE(ir::render_cuda(kern, an, {}, ir::CudaTarget{}, &r, &launch).ok());
+    INFO(kern.name << ": " << launch.lowering);
+    CHECK(launch.lowering.rfind("block-attn", 0) != 0);
+  }
+}
+
+// ---- [gpu] ----
+
+float Bf16(uint16_t h) {
+  uint32_t b = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint16_t ToBf16(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+struct Gpu {
+  htr_runtime_t* rt = nullptr;
+  htr_device_t* dev = nullptr;
+  std::string why;
+  Gpu() {
+    const char* env_path = std::getenv("HTR_TEST_CUDA_PLUGIN");
+    const char* files[] = {env_path != nullptr && *env_path ? env_path : HTR_TEST_CUDA_PLUGIN};
+    htr_runtime_options_t o{};
+    o.struct_size = sizeof o;
+    o.no_default_search = 1;
+    o.plugin_files = files;
+    o.num_plugin_files = 1;
+    REQUIRE(htr_runtime_create(&o, &rt) == nullptr);
+    if (htr_status_t s = htr_runtime_find_device(rt, "cuda:0", &dev)) {
+      why = htr_status_message(s);
+      htr_status_free(s);
+      dev = nullptr;
+    }
+  }
+  ~Gpu() { htr_runtime_destroy(rt); }
+};
+
+htr_tensor_t* Tensor(htr_device_t* dev, htr_dtype_t dt, const std::vector<uint8_t>& bytes) {
+  const int64_t n = static_cast<int64_t>(bytes.size() / htr_dtype_size(dt));
+  htr_tensor_t* t = nullptr;
+  REQUIRE(htr_tensor_create(dev, dt, 1, &n, &t) == nullptr);
+  REQUIRE(htr_tensor_copy_from_host(t, bytes.data(), bytes.size(), nullptr) == nullptr);
+  return t;
+}
+std::vector<uint8_t> Read(htr_tensor_t* t, size_t bytes) {
+  std::vector<uint8_t> v(bytes);
+  REQUIRE(htr_tensor_copy_to_host(t, v.data(), bytes, nullptr) == nullptr);
+  return v;
+}
+htr_kernel_launch_arg_t TA(htr_tensor_t* t) {
+  htr_kernel_launch_arg_t a{};
+  a.kind = HTR_KERNEL_ARG_TENSOR;
+  a.tensor = t;
+  return a;
+}
+htr_kernel_launch_arg_t IA(int64_t v) {
+  htr_kernel_launch_arg_t a{};
+  a.kind = HTR_KERNEL_ARG_INT;
+  a.i = v;
+  return a;
+}
+htr_kernel_launch_arg_t FA(double v) {
+  htr_kernel_launch_arg_t a{};
+  a.kind = HTR_KERNEL_ARG_FLOAT;
+  a.f = v;
+  return a;
+}
+
+void Launch(htr_device_t* dev, const std::vector<uint8_t>& bytes, uint32_t g0, uint32_t g1,
+            const std::vector<htr_kernel_launch_arg_t>& args) {
+  htr_kernel_t* kern = nullptr;
+  htr_status_t s = htr_kernel_compile(dev, bytes.data(), bytes.size(), nullptr, &kern);
+  INFO((s ? htr_status_message(s) : "compiled"));
+  REQUIRE(s == nullptr);
+  const uint32_t grid[3] = {g0, g1, 1};
+  s = htr_kernel_launch(nullptr, kern, grid, args.data(), static_cast<uint32_t>(args.size()));
+  INFO((s ? htr_status_message(s) : "launched"));
+  REQUIRE(s == nullptr);
+  htr_kernel_destroy(kern);
+}
+
+double Nmse(const std::vector<double>& want, const std::vector<double>& got) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gpu]") {
+  Gpu gpu;
+  if (gpu.dev == nullptr) {
+    HTR_CUDA_TEST_SKIP("no cuda device (" << gpu.why << ")");
+    return;
+  }
+  struct Shape { int64_t B, H, T, D; uint32_t bd; };
+  for (const Shape sh : {Shape{1, 2, 200, 64, 64}, Shape{2, 1, 130, 48, 64}, Shape{1, 2, 192, 128, 128}}) {
+    const int64_t B = sh.B, H = sh.H, T = sh.T, D = sh.D, n = B * H * T * D;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    std::mt19937_64 g(7);
+    std::uniform_real_distribution<float> u(-2, 2);
+    std::vector<uint16_t> hq(n), hk(n), hv(n), hdo(n);
+    for (auto* a : {&hq, &hk, &hv, &hdo})
+      for (auto& x : *a) x = ToBf16(u(g));
+    // Reference in double: per (b,h): S = QK^T*scale causal, P = softmax, O = PV;
+    // dP = dO V^T, dS = P * (dP - rowsum(dO*O)), dQ = dS K * scale, dK = dS^T Q * scale, dV = P^T dO.
+    std::vector<double> o(n), lse(B * H * T), dq(n), dk(n), dv(n);
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t base = bh * T * D;
+      auto at = [&](const std::vector<uint16_t>& a, int64_t t, int64_t d) { return static_cast<double>(Bf16(a[base + t * D + d])); };
+      std::vector<double> P(T * T, 0.0);
+      for (int64_t i = 0; i < T; ++i) {
+        double m = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += at(hq, i, d) * at(hk, j, d);
+          P[i * T + j] = s * scale;
+          m = std::max(m, s * scale);
+        }
+        double l = 0;
+        for (int64_t j = 0; j <= i; ++j) l += (P[i * T + j] = std::exp(P[i * T + j] - m));
+        for (int64_t j = 0; j <= i; ++j) P[i * T + j] /= l;
+        lse[bh * T + i] = m + std::log(l);
+        for (int64_t d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j <= i; ++j) acc += P[i * T + j] * at(hv, j, d);
+          o[base + i * D + d] = acc;
+        }
+      }
+      for (int64_t i = 0; i < T; ++i) {
+        double delta = 0;
+        for (int64_t d = 0; d < D; ++d) delta += at(hdo, i, d) * o[base + i * D + d];
+        for (int64_t j = 0; j <= i; ++j) {
+          double dp = 0;
+          for (int64_t d = 0; d < D; ++d) dp += at(hdo, i, d) * at(hv, j, d);
+          const double p = P[i * T + j], ds = p * (dp - delta);
+          for (int64_t d = 0; d < D; ++d) {
+            dq[base + i * D + d] += ds * at(hk, j, d) * scale;
+            dk[base + j * D + d] += ds * at(hq, i, d) * scale;
+            dv[base + j * D + d] += p * at(hdo, i, d);
+          }
+        }
+      }
+    }
+    auto bytes = [](const std::vector<uint16_t>& a) {
+      std::vector<uint8_t> b(a.size() * 2);
+      std::memcpy(b.data(), a.data(), b.size());
+      return b;
+    };
+    htr_device_t* dev = gpu.dev;
+    htr_tensor_t* tq = Tensor(dev, HTR_DTYPE_BF16, bytes(hq));
+    htr_tensor_t* tk = Tensor(dev, HTR_DTYPE_BF16, bytes(hk));
+    htr_tensor_t* tv = Tensor(dev, HTR_DTYPE_BF16, bytes(hv));
+    htr_tensor_t* tdo = Tensor(dev, HTR_DTYPE_BF16, bytes(hdo));
+    const std::vector<uint8_t> zero16(n * 2, 0), zero32(B * H * T * 4, 0);
+    htr_tensor_t* to = Tensor(dev, HTR_DTYPE_BF16, zero16);
+    htr_tensor_t* tdq = Tensor(dev, HTR_DTYPE_BF16, zero16);
+    htr_tensor_t* tdk = Tensor(dev, HTR_DTYPE_BF16, zero16);
+    htr_tensor_t* tdv = Tensor(dev, HTR_DTYPE_BF16, zero16);
+    htr_tensor_t* tl = Tensor(dev, HTR_DTYPE_F32, zero32);
+    htr_tensor_t* tdl = Tensor(dev, HTR_DTYPE_F32, zero32);
+    const auto irs = Kernels(Cfg(sh.bd, HTR_DTYPE_BF16));
+    auto strides = [&](std::vector<htr_kernel_launch_arg_t>* a, int count) {
+      for (int c = 0; c < count; ++c)
+        for (int64_t s : {H * T * D, T * D, D, int64_t{1}}) a->push_back(IA(s));
+    };
+    const uint32_t tiles = static_cast<uint32_t>((T + 63) / 64), bh = static_cast<uint32_t>(B * H);
+    std::vector<htr_kernel_launch_arg_t> fa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tl), IA(H), IA(T), IA(D), FA(scale)};
+    strides(&fa, 4);
+    Launch(dev, irs[0], tiles, bh, fa);
+    std::vector<htr_kernel_launch_arg_t> qa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tdo), TA(tl), TA(tdl), TA(tdq),
+                                               IA(H), IA(T), IA(D), FA(scale)};
+    strides(&qa, 6);
+    Launch(dev, irs[1], tiles, bh, qa);
+    std::vector<htr_kernel_launch_arg_t> ka = {TA(tq), TA(tk), TA(tv), TA(tdo), TA(tl), TA(tdl), TA(tdk), TA(tdv),
+                                               IA(H), IA(T), IA(D), FA(scale)};
+    strides(&ka, 6);
+    Launch(dev, irs[2], tiles, bh, ka);
+    auto as_double16 = [&](htr_tensor_t* t) {
+      const auto b = Read(t, n * 2);
+      std::vector<double> d(n);
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, b.data() + i * 2, 2);
+        d[i] = Bf16(h);
+      }
+      return d;
+    };
+    const auto bl = Read(tl, B * H * T * 4);
+    std::vector<double> gl(B * H * T);
+    for (size_t i = 0; i < gl.size(); ++i) {
+      float f;
+      std::memcpy(&f, bl.data() + i * 4, 4);
+      gl[i] = f;
+    }
+    INFO("B " << B << " H " << H << " T " << T << " D " << D);
+    const double e_o = Nmse(o, as_double16(to)), e_l = Nmse(lse, gl), e_q = Nmse(dq, as_double16(tdq)),
+                 e_k = Nmse(dk, as_double16(tdk)), e_v = Nmse(dv, as_double16(tdv));
+    WARN("attention bf16 NMSE vs double: O " << e_o << " lse " << e_l << " dQ " << e_q << " dK " << e_k << " dV "
+                                             << e_v);
+    // bf16 outputs (relative rounding 2^-9) and bf16 P / dS before their dots.
+    CHECK(e_o <= 1e-4);
+    CHECK(e_l <= 1e-6);
+    CHECK(e_q <= 5e-4);
+    CHECK(e_k <= 5e-4);
+    CHECK(e_v <= 5e-4);
+    for (htr_tensor_t* t : {tq, tk, tv, tdo, to, tdq, tdk, tdv, tl, tdl}) htr_tensor_release(t);
+  }
+}
+
+}  // namespace
