@@ -67,7 +67,7 @@ optimizer  --lr X  --weight-decay X  --beta1 X  --beta2 X  --eps X  --warmup N
 data       --data FILE (default: the fortunes corpus)  --data-order random|sequential
            --val-fraction X
 files      --out-dir DIR  --checkpoint-dir DIR  --checkpoint-every N  --resume [FILE]
-           --log-json FILE  --save-weights FILE
+           --log-json FILE  --save-weights FILE  --save-init FILE (weights before the first step)
 eval       --eval-every N  --eval-batches N  --sample-tokens N  --temperature X (0 = greedy)
            --prompt TEXT
 display    --progress auto|bar|plain  --print-every N  --print-plan
@@ -171,6 +171,7 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
       {"--init-from", str_flag(&c->init_from)},
       {"--log-json", str_flag(&c->log_json)},
       {"--save-weights", str_flag(&c->save_weights)},
+      {"--save-init", str_flag(&c->save_init)},
       {"--eval-every", int_flag(&c->eval_every, 0)},
       {"--eval-batches", int_flag(&c->eval_batches, 1)},
       {"--sample-tokens", int_flag(&c->sample_tokens, 0)},

@@ -52,6 +52,7 @@ struct Config {
   std::string init_from;
   std::string log_json;
   std::string save_weights;  // final weights (HF names); "" = <out_dir>/model.safetensors
+  std::string save_init;     // weights before this run's first step (HF names); "" = none
 
   // Evaluation, sampling, display.
   int64_t eval_every = 100;  // 0 = only at the end

@@ -202,6 +202,11 @@ int Main(int argc, char** argv) {
     if (!err.empty()) return Fail(err);
   }
 
+  if (!c.save_init.empty()) {  // the weights the first step starts from (tools/compare_loss_curve.py)
+    err = trainer.Save(c.save_init, false, {{"format", "pt"}});
+    if (!err.empty()) return Fail(err);
+  }
+
   Progress progress(c.progress, c.steps, c.print_every);
   if (!c.log_json.empty()) {
     err = progress.OpenJsonLog(c.log_json);

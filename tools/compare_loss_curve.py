@@ -1,0 +1,382 @@
+#!/usr/bin/python3
+"""Loss curve of htr-train against PyTorch from the same init and the same data (issue 9).
+
+1. Runs htr-train with --data-order sequential, --save-init (the weights its first step starts
+   from, safetensors with Hugging Face names) and --log-json (every step's loss before its
+   update).
+2. Trains the same GPT-2 in PyTorch from that file, on the same batches (row b of step s starts at
+   byte ((s*B + b)*T) mod (len - T - 1) of the data, samples/htr-train/data.cc), with the same
+   AdamW (betas, eps, weight decay on 2-D tensors only), learning-rate schedule (linear warmup,
+   then cosine to lr*min_lr_ratio or constant: samples/htr-train/optimizer.cc) and gradient
+   clipping (clip_grad_norm_, as htr's global_norm + min(clip/(norm+1e-6), 1)).
+3. Compares the per-step losses: worst and mean relative difference |htr - torch| / |torch|, and
+   the worst over 10-step moving averages; prints a table, a verdict (MATCH when the worst
+   per-step difference is within --rtol) and one JSON summary line (also written to --json).
+
+usage:
+  compare_loss_curve.py --htr-train PATH [--preset tiny|small|gpt2] [--steps 200]
+      [--device cpu:0] [--torch-device auto|cpu|cuda[:N]] [--precision fp32|bf16]
+      [--batch N] [--seq N] [--data FILE] [--rtol X] [--workdir DIR] [--json FILE]
+      [--reuse-htr] [--perturb none|init|data|lr] [--threads N] [--attention auto|manual|sdpa]
+      [--lr X] [--warmup N] [--lr-schedule cosine|constant] [--min-lr-ratio X]
+      [--weight-decay X] [--grad-clip X] [--seed N]
+
+--rtol defaults to 1e-3 with fp32 on both sides and 3e-2 with bf16 (htr's device mode on cuda and
+vulkan computes in fp32 whatever --precision says; PyTorch then autocasts to bf16, so the two
+curves differ by bf16 rounding, not by a bug). --reuse-htr skips the htr-train run when --workdir
+holds one made with the same command. --perturb deliberately breaks the PyTorch side (init: fresh
+normal weights of the same std; data: every batch taken one step late; lr: learning rate x1.05):
+a check that the bound is tight enough to catch such mistakes (tests/train/loss_curve_test.py).
+Without --data a deterministic 1 MiB English-like corpus is generated in the work directory.
+
+Exit status: 0 MATCH, 1 MISMATCH or failure, 77 when torch (or numpy) is not installed.
+Run it with Debian's /usr/bin/python3 (python3-torch) here, or any python3 with torch on a GPU
+machine.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+# PyTorch's OpenMP threads spin by default; on a small shared machine that makes the reference
+# run many times slower (htr-bench train does the same for its peer). libgomp reads this when
+# torch is imported; htr-train gets the caller's environment back (run_htr).
+_OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # pragma: no cover
+    print(f"SKIP: {e}", flush=True)
+    sys.exit(77)
+
+# samples/htr-train/args.cc ApplyPreset: layers, width, heads, ctx, batch, lr, warmup
+PRESETS = {
+    "tiny": (4, 128, 4, 128, 16, 3e-3, 50),
+    "small": (6, 384, 6, 256, 32, 1e-3, 100),
+    "gpt2": (12, 768, 12, 1024, 8, 6e-4, 200),
+}
+VOCAB = 256
+ST_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64}
+
+
+def read_safetensors(path):
+    """Float tensors of a safetensors file (numpy only: the pip package is optional)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    header.pop("__metadata__", None)
+    data = raw[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if info["dtype"] == "BF16":
+            b, e = info["data_offsets"]
+            u16 = np.frombuffer(data[b:e], dtype="<u2").astype(np.uint32) << 16
+            out[name] = u16.view(np.float32).reshape(info["shape"])
+        elif info["dtype"] in ST_DTYPES:
+            b, e = info["data_offsets"]
+            out[name] = np.frombuffer(data[b:e], dtype=np.dtype(ST_DTYPES[info["dtype"]]).newbyteorder("<")
+                                      ).astype(np.float32).reshape(info["shape"])
+    return out
+
+
+def make_corpus(path, size=1 << 20):
+    rng = np.random.default_rng(20261130)
+    words = ("the of and to in a is that for it as was with be by on not he i this are or his from "
+             "at which but have an they you were her she there one all we their has been would when "
+             "tensor gradient device kernel runtime plugin graph stream memory step loss weight "
+             "train model layer batch token byte vulkan cuda hopper fused attention").split()
+    p = 1.0 / np.arange(1, len(words) + 1)  # Zipf-like word frequencies
+    p /= p.sum()
+    out, n = [], 0
+    while n < size:
+        k = int(rng.integers(5, 16))
+        line = " ".join(words[i] for i in rng.choice(len(words), k, p=p)).capitalize() + ".\n"
+        out.append(line)
+        n += len(line)
+    text = "".join(out).encode()[:size]
+    with open(path, "wb") as f:
+        f.write(text)
+
+
+def learning_rate(a, step):
+    """samples/htr-train/optimizer.cc LearningRate."""
+    if a.warmup > 0 and step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    if a.lr_schedule == "constant":
+        return a.lr
+    min_lr = a.lr * a.min_lr_ratio
+    span = a.steps - a.warmup - 1
+    if span <= 0:
+        return a.lr
+    progress = min((step - a.warmup) / span, 1.0)
+    return min_lr + 0.5 * (a.lr - min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def batches(data, B, T, step):
+    """samples/htr-train/data.cc BatchSampler::Fill, sequential order, --val-fraction 0."""
+    span = len(data) - T - 1
+    rows = [((step * B + b) * T) % span for b in range(B)]
+    x = np.stack([data[s:s + T] for s in rows])
+    y = np.stack([data[s + 1:s + T + 1] for s in rows])
+    return torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y.astype(np.int64))
+
+
+def htr_command(a, paths):
+    cmd = [a.htr_train, "--preset", a.preset, "--device", a.device, "--steps", str(a.steps),
+           "--batch", str(a.batch), "--seq", str(a.seq), "--seed", str(a.seed),
+           "--data", paths["data"], "--data-order", "sequential", "--val-fraction", "0",
+           "--eval-every", "0", "--sample-tokens", "0", "--precision", a.precision,
+           "--lr", repr(a.lr), "--warmup", str(a.warmup), "--lr-schedule", a.lr_schedule,
+           "--min-lr-ratio", repr(a.min_lr_ratio), "--weight-decay", repr(a.weight_decay),
+           "--grad-clip", repr(a.grad_clip), "--beta1", "0.9", "--beta2", "0.95", "--eps", "1e-8",
+           "--save-init", paths["init"], "--log-json", paths["log"],
+           "--out-dir", paths["out"], "--progress", "plain",
+           "--print-every", str(max(1, a.steps // 10))]
+    if a.threads:
+        cmd += ["--threads", str(a.threads)]
+    return cmd
+
+
+def run_htr(a, paths):
+    cmd = htr_command(a, paths)
+    stamp = os.path.join(a.workdir, "htr-run.json")
+    if a.reuse_htr and os.path.exists(stamp) and os.path.exists(paths["init"]):
+        with open(stamp) as f:
+            prev = json.load(f)
+        if prev.get("cmd") == cmd and prev.get("rc") == 0:
+            print(f"reusing the htr-train run in {a.workdir}", flush=True)
+            return prev.get("seconds", 0.0)
+    for k in ("log", "init"):
+        if os.path.exists(paths[k]):
+            os.remove(paths[k])
+    print("+ " + " ".join(cmd), flush=True)
+    env = dict(os.environ)
+    if _OMP_WAIT_POLICY is None:
+        env.pop("OMP_WAIT_POLICY", None)
+    if a.threads:
+        env["HTR_CPU_THREADS"] = str(a.threads)
+    t0 = time.time()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace", env=env)
+    secs = time.time() - t0
+    print(proc.stdout, end="", flush=True)
+    with open(stamp, "w") as f:
+        json.dump({"cmd": cmd, "rc": proc.returncode, "seconds": secs}, f)
+    if proc.returncode != 0:
+        raise RuntimeError(f"htr-train exited {proc.returncode}")
+    return secs
+
+
+class Gpt2:
+    """htr-train's GPT-2 (samples/htr-train/model.cc): learned positions, pre-LayerNorm (eps
+    1e-5), Conv1D linears y = x W + b, causal attention scaled by 1/sqrt(hd), tanh GELU, head tied
+    to wte; mean cross-entropy."""
+
+    def __init__(self, L, C, H, weights, dev, attention):
+        self.L, self.C, self.H = L, C, H
+        self.p = {}
+        for name, arr in weights.items():
+            key = name[len("transformer."):] if name.startswith("transformer.") else name
+            self.p[key] = torch.tensor(np.array(arr), dtype=torch.float32, device=dev).requires_grad_(True)
+        self.names = ["wte.weight", "wpe.weight"]
+        for l in range(L):
+            self.names += [f"h.{l}.{n}" for n in (
+                "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias")]
+        self.names += ["ln_f.weight", "ln_f.bias"]
+        missing = [n for n in self.names if n not in self.p]
+        if missing:
+            raise RuntimeError(f"init file lacks {missing[:3]}")
+        self.sdpa = attention == "sdpa" or (attention == "auto" and dev.type != "cpu"
+                                            and hasattr(F, "scaled_dot_product_attention"))
+
+    def params(self):
+        return [self.p[n] for n in self.names]
+
+    def loss(self, ids, tgt):
+        p, C, H = self.p, self.C, self.H
+        b, t = ids.shape
+        hd = C // H
+        x = (p["wte.weight"][ids] + p["wpe.weight"][:t]).view(b * t, C)
+        mask = None if self.sdpa else torch.triu(torch.ones(t, t, dtype=torch.bool, device=ids.device), 1)
+        for l in range(self.L):
+            h = f"h.{l}."
+            a = F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], eps=1e-5)
+            qkv = torch.addmm(p[h + "attn.c_attn.bias"], a, p[h + "attn.c_attn.weight"])
+            q, k, v = (z.view(b, t, H, hd).transpose(1, 2) for z in qkv.split(C, dim=-1))
+            if self.sdpa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+                y = att.masked_fill(mask, float("-inf")).softmax(dim=-1) @ v
+            y = y.transpose(1, 2).reshape(b * t, C)
+            x = x + torch.addmm(p[h + "attn.c_proj.bias"], y, p[h + "attn.c_proj.weight"])
+            m = F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], eps=1e-5)
+            m = F.gelu(torch.addmm(p[h + "mlp.c_fc.bias"], m, p[h + "mlp.c_fc.weight"]), approximate="tanh")
+            x = x + torch.addmm(p[h + "mlp.c_proj.bias"], m, p[h + "mlp.c_proj.weight"])
+        x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], eps=1e-5)
+        return F.cross_entropy((x @ p["wte.weight"].t()).float(), tgt.reshape(-1))
+
+
+def perturb_init(weights, L):
+    """A wrong init of the right shapes: fresh normal values with htr-train's stds."""
+    g = torch.Generator().manual_seed(99)
+    out = dict(weights)
+    proj = 0.02 / math.sqrt(2 * L)
+    for name, arr in weights.items():
+        if arr.ndim == 2:
+            std = proj if name.endswith("c_proj.weight") else 0.02
+            out[name] = (torch.randn(*arr.shape, generator=g) * std).numpy()
+    return out
+
+
+def train_torch(a, data, weights, dev):
+    L, C, H = a.layers, a.width, a.heads
+    if a.perturb == "init":
+        weights = perturb_init(weights, L)
+    model = Gpt2(L, C, H, weights, dev, a.attention)
+    params = model.params()
+    extra = {"fused": True} if dev.type == "cuda" else {}
+    opt = torch.optim.AdamW([{"params": [t for t in params if t.dim() == 2], "weight_decay": a.weight_decay},
+                             {"params": [t for t in params if t.dim() != 2], "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.95), eps=1e-8, **extra)
+    losses = []
+    lr_scale = 1.05 if a.perturb == "lr" else 1.0
+    for step in range(a.steps):
+        x, y = batches(data, a.batch, a.seq, step + 1 if a.perturb == "data" else step)
+        x, y = x.to(dev), y.to(dev)
+        for group in opt.param_groups:
+            group["lr"] = learning_rate(a, step) * lr_scale
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = model.loss(x, y)
+        losses.append(loss.item())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if a.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, a.grad_clip)
+        opt.step()
+    return losses
+
+
+def moving(v, w):
+    return [sum(v[i:i + w]) / w for i in range(0, len(v) - w + 1)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--htr-train", required=True)
+    ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--device", default="cpu:0", help="htr-train's device")
+    ap.add_argument("--torch-device", default="auto")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--batch", type=int, default=0)
+    ap.add_argument("--seq", type=int, default=0)
+    ap.add_argument("--data")
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--warmup", type=int)
+    ap.add_argument("--lr-schedule", default="cosine", choices=["cosine", "constant"])
+    ap.add_argument("--min-lr-ratio", type=float, default=0.1)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--grad-clip", type=float, default=1.0)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--attention", default="auto", choices=["auto", "manual", "sdpa"])
+    ap.add_argument("--rtol", type=float)
+    ap.add_argument("--window", type=int, default=10)
+    ap.add_argument("--workdir")
+    ap.add_argument("--json")
+    ap.add_argument("--reuse-htr", action="store_true")
+    ap.add_argument("--perturb", default="none", choices=["none", "init", "data", "lr"])
+    a = ap.parse_args()
+
+    a.layers, a.width, a.heads, ctx, batch, lr, warmup = PRESETS[a.preset]
+    a.batch = a.batch or batch
+    a.seq = a.seq or ctx
+    a.lr = lr if a.lr is None else a.lr
+    a.warmup = warmup if a.warmup is None else a.warmup
+    if a.rtol is None:
+        a.rtol = 3e-2 if a.precision == "bf16" else 1e-3
+    if a.torch_device == "auto":
+        a.torch_device = "cuda" if not a.device.startswith("cpu") and torch.cuda.is_available() else "cpu"
+    dev = torch.device(a.torch_device)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    torch.backends.cuda.matmul.allow_tf32 = False  # htr's f32 matmuls are IEEE f32
+    torch.backends.cudnn.allow_tf32 = False
+    a.workdir = a.workdir or tempfile.mkdtemp(prefix="htr-loss-curve-")
+    os.makedirs(a.workdir, exist_ok=True)
+    paths = {"data": a.data or os.path.join(a.workdir, "data.txt"),
+             "init": os.path.join(a.workdir, "init.safetensors"),
+             "log": os.path.join(a.workdir, "htr-log.jsonl"),
+             "out": os.path.join(a.workdir, "htr-out")}
+    if not a.data and not os.path.exists(paths["data"]):
+        make_corpus(paths["data"])
+    with open(paths["data"], "rb") as f:
+        data = np.frombuffer(f.read(), dtype=np.uint8)
+    if len(data) < a.seq + 2:
+        print(f"FAIL: {paths['data']}: {len(data)} bytes is too little data for --seq {a.seq}")
+        return 1
+
+    try:
+        htr_s = run_htr(a, paths)
+    except RuntimeError as e:
+        print(f"FAIL: {e}")
+        return 1
+    with open(paths["log"]) as f:
+        htr_loss = {r["step"]: r["loss"] for r in map(json.loads, f) if "loss" in r}
+    weights = read_safetensors(paths["init"])
+
+    t0 = time.time()
+    ref = train_torch(a, data, weights, dev)
+    torch_s = time.time() - t0
+
+    rels = []
+    for s, t in enumerate(ref):
+        h = htr_loss.get(s)
+        rels.append(abs(h - t) / abs(t) if h is not None and math.isfinite(h) else float("inf"))
+    worst_step = max(range(len(rels)), key=lambda i: rels[i])
+    w = min(a.window, len(ref))
+    hs = [htr_loss.get(s, float("nan")) for s in range(len(ref))]
+    avg_rel = max((abs(x - y) / abs(y) for x, y in zip(moving(hs, w), moving(ref, w))), default=0.0)
+    verdict = "MATCH" if rels[worst_step] <= a.rtol else "MISMATCH"
+
+    every = 1 if a.steps <= 40 else max(1, a.steps // 20)
+    print(f"{'step':>5} {'htr':>11} {'pytorch':>11} {'rel diff':>9}")
+    for s in range(len(ref)):
+        if s % every == 0 or s == len(ref) - 1 or s == worst_step:
+            flag = "  <-- over rtol" if rels[s] > a.rtol else ""
+            print(f"{s:>5} {hs[s]:>11.6f} {ref[s]:>11.6f} {rels[s]:>9.2e}{flag}")
+    summary = {
+        "compare": "loss_curve", "verdict": verdict.lower(), "preset": a.preset, "steps": a.steps,
+        "batch": a.batch, "seq": a.seq, "htr_device": a.device, "torch_device": str(dev),
+        "precision": a.precision, "perturb": a.perturb, "rtol": a.rtol,
+        "worst_rel": rels[worst_step], "worst_step": worst_step,
+        "mean_rel": sum(rels) / len(rels), f"worst_rel_avg{w}": avg_rel,
+        "first_loss": [hs[0], ref[0]], "final_loss": [hs[-1], ref[-1]],
+        "htr_s": round(htr_s, 2), "torch_s": round(torch_s, 2), "torch": torch.__version__,
+        "workdir": a.workdir,
+    }
+    print(f"{verdict}: worst relative difference {rels[worst_step]:.3e} at step {worst_step} "
+          f"(bound {a.rtol:g}), mean {summary['mean_rel']:.3e}, {w}-step averages "
+          f"{avg_rel:.3e}; final loss htr {hs[-1]:.6f} vs pytorch {ref[-1]:.6f}")
+    line = json.dumps(summary)
+    print(line, flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            f.write(line + "\n")
+    return 0 if verdict == "MATCH" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
