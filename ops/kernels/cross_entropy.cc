@@ -4,6 +4,7 @@
 // then sum of exp(x - max)); lse is stored for the backward pass.
 #include <cmath>
 
+#include "ops/kernels/cross_entropy_rows.h"
 #include "ops/kernels/kernels.h"
 
 namespace htr::kernels {
@@ -22,19 +23,8 @@ Status BuildCrossEntropy(htr_dtype_t dt, htr_dtype_t target_dt, uint32_t block, 
   auto xs = [&](Value k) {
     return b.cast(b.load(L + (row * sl + k), k < cols, b.constant(-INFINITY, dt)), HTR_DTYPE_F32);
   };
-  auto mx = b.for_range(b.i32(0), cols, b.i32(bs), {b.full({block}, -INFINITY, HTR_DTYPE_F32)},
-                        [&](Value k0, const std::vector<Value>& a) {
-    return std::vector<Value>{maximum(a[0], xs(k0 + c))};
-  });
+  Value lse = RowLogSumExp(b, xs, cols, c, block);
   if (!b.ok()) return b.status();
-  Value m = b.max(mx[0], 0);
-  auto se = b.for_range(b.i32(0), cols, b.i32(bs), {b.zeros({block}, HTR_DTYPE_F32)},
-                        [&](Value k0, const std::vector<Value>& a) {
-    Value k = k0 + c;
-    return std::vector<Value>{a[0] + b.where(k < cols, exp(xs(k) - m), 0.0)};
-  });
-  if (!b.ok()) return b.status();
-  Value lse = m + log(b.sum(se[0], 0));
   Value t = b.cast(b.load(T + row), HTR_DTYPE_I32);
   Value valid = ne(t, ignore) & (t >= 0.0) & (t < cols);
   Value xt = b.cast(b.load(L + (row * sl + t), valid), HTR_DTYPE_F32);

@@ -8,6 +8,7 @@
 //    valid rows, divided by their count.
 #include <cmath>
 
+#include "ops/kernels/cross_entropy_rows.h"
 #include "ops/kernels/kernels.h"
 
 namespace htr::kernels {
@@ -55,29 +56,12 @@ Status BuildCrossEntropyBackward(htr_dtype_t dt, htr_dtype_t target_dt, uint32_t
   auto xs = [&](Value k) {
     return b.cast(b.load(L + (row * cols + k), k < cols, b.constant(-INFINITY, dt)), HTR_DTYPE_F32);
   };
-  auto mx = b.for_range(b.i32(0), cols, b.i32(bs), {b.full({block}, -INFINITY, HTR_DTYPE_F32)},
-                        [&](Value k0, const std::vector<Value>& a) {
-    return std::vector<Value>{maximum(a[0], xs(k0 + c))};
-  });
+  Value lse = RowLogSumExp(b, xs, cols, c, block);
   if (!b.ok()) return b.status();
-  Value m = b.max(mx[0], 0);
-  auto se = b.for_range(b.i32(0), cols, b.i32(bs), {b.zeros({block}, HTR_DTYPE_F32)},
-                        [&](Value k0, const std::vector<Value>& a) {
-    Value k = k0 + c;
-    return std::vector<Value>{a[0] + b.where(k < cols, exp(xs(k) - m), 0.0)};
-  });
-  if (!b.ok()) return b.status();
-  Value lse = m + log(b.sum(se[0], 0));
   Value t = b.cast(b.load(T + row), HTR_DTYPE_I32);
   Value valid = ne(t, ignore);
   Value scale = b.where(valid & (count > 0.0), b.load(DL) / b.where(count > 0.0, count, 1.0), 0.0);
-  b.for_range(b.i32(0), cols, b.i32(bs), {}, [&](Value k0, const std::vector<Value>&) {
-    Value k = k0 + c;
-    Value p = exp(xs(k) - lse);
-    Value onehot = b.where(eq(k, b.splat(t, {block})), b.f32(1), 0.0);
-    b.store(DX + (row * cols + k), b.cast((p - onehot) * scale, dt), k < cols);
-    return std::vector<Value>{};
-  });
+  StoreCrossEntropyGradRow(b, xs, DX, row, cols, c, lse, t, scale, block, dt);
   return b.serialize(ir);
 }
 

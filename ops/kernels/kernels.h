@@ -53,6 +53,14 @@
 //               Args: logits, targets, dloss (f32, 1 elem), count (f32, 1
 //               elem, from cross_entropy_count), dlogits, cols, ignore_index.
 //               Grid: (rows, 1, 1); any cols.
+//   cross_entropy_with_grad  cross_entropy's row loss and cross_entropy_backward's
+//               dlogits in one program per row (bit-identical to the two).
+//               Args: logits, targets, dloss, count (as cross_entropy_backward),
+//               row_loss (f32 [rows]), dlogits, cols, ignore_index.
+//               Grid: (rows, 1, 1); any cols.
+//   layernorm_backward_residual  layernorm_backward with one more input r
+//               (after dy): dx = r + the gradient, in f32. Args: x, weight, dy,
+//               r, dx, mean, rstd, cols, eps. Grid: (rows, 1, 1).
 //   cross_entropy_mean loss = sum of row_loss over rows with a valid target /
 //               their count (0 when none). Args: row_loss (f32), targets,
 //               loss (f32, 1 elem), rows, ignore_index. Grid: (1, 1, 1).
@@ -155,6 +163,9 @@ Status BuildCrossEntropyBackward(htr_dtype_t dtype, htr_dtype_t target_dtype, ui
                                  std::vector<uint8_t>* ir);
 Status BuildCrossEntropyCount(htr_dtype_t target_dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildCrossEntropyMean(htr_dtype_t target_dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildCrossEntropyWithGrad(htr_dtype_t dtype, htr_dtype_t target_dtype, uint32_t block,
+                                 std::vector<uint8_t>* ir);
+Status BuildLayerNormBackwardResidual(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 
 // GELU (tanh form, as the graph op) and its derivative on f32 values, for
 // kernels that inline them (e.g. the scheduler's fused kernels).

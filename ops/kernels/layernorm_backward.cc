@@ -2,7 +2,8 @@
 // kernels so that every sum has one owner (deterministic, no atomics):
 //  - per row (grid rows): statistics recomputed from x as in the forward pass
 //    (stored to mean/rstd for the second kernel), then
-//    dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)), g = dy * weight;
+//    dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)), g = dy * weight (the residual
+//    variant adds a residual gradient r: dx = r + that, one store instead of a separate add);
 //  - per column block (grid ceil(cols/block)): dweight = sum_r dy * xhat,
 //    dbias = sum_r dy, rows visited in order.
 #include "ops/kernels/kernels.h"
@@ -11,9 +12,15 @@ namespace htr::kernels {
 
 using namespace htr::lang;  // NOLINT
 
-Status BuildLayerNormBackward(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
-  Builder b("layernorm_backward");
+namespace {
+
+// With `residual`: an extra input r (after dy) and dx = r + the LayerNorm gradient, in f32 (the
+// residual branch's gradient sum fused as an epilogue).
+Status Build(htr_dtype_t dt, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
+  Builder b(residual ? "layernorm_backward_residual" : "layernorm_backward");
   Value X = b.arg_ptr("x", dt, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", dt, true);
+  Value R;
+  if (residual) R = b.arg_ptr("residual", dt, true);
   Value DX = b.arg_ptr("dx", dt), Mean = b.arg_ptr("mean", HTR_DTYPE_F32), Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32);
   Value cols = b.arg_scalar("cols", HTR_DTYPE_I32);
   Value eps = b.arg_scalar("eps", HTR_DTYPE_F32);
@@ -49,12 +56,24 @@ Status BuildLayerNormBackward(htr_dtype_t dt, uint32_t block, std::vector<uint8_
     Value m = k < cols;
     Value g = ld(DY, k) * b.cast(b.load(W + k, m), HTR_DTYPE_F32);
     Value xh = (ld(X, k) - mean) * rstd;
-    b.store(DX + (row * cols + k), b.cast(rstd * (g - mg - xh * mgx), dt), m);
+    Value dx = rstd * (g - mg - xh * mgx);
+    if (residual) dx = ld(R, k) + dx;
+    b.store(DX + (row * cols + k), b.cast(dx, dt), m);
     return std::vector<Value>{};
   });
   b.store(Mean + row, mean);
   b.store(Rstd + row, rstd);
   return b.serialize(ir);
+}
+
+}  // namespace
+
+Status BuildLayerNormBackward(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
+  return Build(dt, block, false, ir);
+}
+
+Status BuildLayerNormBackwardResidual(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
+  return Build(dt, block, true, ir);
 }
 
 Status BuildLayerNormBackwardParams(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {

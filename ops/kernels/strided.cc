@@ -80,8 +80,11 @@ Status BuildBroadcastBinary(BinaryOp op, htr_dtype_t dt, uint32_t block, std::ve
     case BinaryOp::kSub: r = x - y; break;
     case BinaryOp::kMul: r = x * y; break;
     case BinaryOp::kDiv: r = x / y; break;
-    case BinaryOp::kMax: r = maximum(x, y); break;
-    case BinaryOp::kMin: r = minimum(x, y); break;
+    // The graph ops' select, as the reference kernels (and fused groups) compute it: a NaN first
+    // operand yields the second (fp16 loss scaling's overflow gate relies on it), not the IR's
+    // NaN-propagating max/min.
+    case BinaryOp::kMax: r = b.where(x >= y, x, y); break;
+    case BinaryOp::kMin: r = b.where(x <= y, x, y); break;
   }
   b.store(O + i, r, m);
   return b.serialize(ir);

@@ -41,6 +41,16 @@
 //                 beta2, one_minus_beta1, one_minus_beta2, eps, weight_decay, log_beta1,
 //                 log_beta2 (f32). Grid:
 //                 (ceil(n/block), 1, 1). Outputs may alias p, m, v.
+//   adamw_multi   adamw_step over up to kAdamWMultiMaxTensors tensors in one launch, optionally
+//                 with g = g * scale (a rank-0 f32 device value: the gradient clipping coefficient)
+//                 computed in the kernel; bit-identical to adamw_step per tensor fed with the
+//                 product. Args: lr, step, [scale,] beta1, beta2, one_minus_beta1,
+//                 one_minus_beta2, eps, weight_decay, log_beta1, log_beta2, then per tensor t:
+//                 p, g, m, v, p_out, m_out, v_out, n (i32). Programs are numbered
+//                 program_id(1) * num_programs(0) + program_id(0) over the tensors' blocks in
+//                 order (ceil(n_t / block) each); grid: any (gx, gy) with gx * gy >= the total
+//                 (programs beyond it do nothing), e.g. (min(total, 65535), ceil(total / 65535), 1).
+//                 Outputs may alias p, m, v.
 //   matmul_batched c[z] = a[z] @ b[z] per batch z with batch strides (0 broadcasts one operand).
 //                 Args: a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
 //                 stride_cn, stride_az, stride_bz, stride_cz. Grid: (ceil(N/bn), ceil(M/bm),
@@ -77,6 +87,10 @@ Status BuildReduceSumChunked(htr_dtype_t dtype, uint32_t block, uint32_t chunk, 
 Status BuildSumSquares(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildAdamWStep(htr_dtype_t dtype, htr_dtype_t lr_dtype, htr_dtype_t step_dtype, uint32_t block,
                       std::vector<uint8_t>* ir);
+// (HTR_KIR_MAX_ARGS - 11 shared arguments) / 8 per tensor.
+constexpr uint32_t kAdamWMultiMaxTensors = 6;
+Status BuildAdamWMulti(htr_dtype_t dtype, htr_dtype_t lr_dtype, htr_dtype_t step_dtype, uint32_t num_tensors,
+                       bool scaled, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildMatmulBatched(const MatmulConfig& config, std::vector<uint8_t>* ir);
 
 }  // namespace htr::kernels
