@@ -305,24 +305,6 @@ Step Member(const ops::OpDef* def, std::vector<ValueId> in, std::vector<ValueId>
   return s;
 }
 
-// Offers `g` to accept with its member's kernel args filled (the auto-tune runs the member), as
-// the row fusion does; Compile fills every step's args after the pass.
-bool Offer(const Program& p, const Fuser::Accept& accept, FusedGroup* g, std::string* why) {
-  if (!accept) return true;
-  for (Step& m : g->members) {
-    for (ValueId v : m.inputs) m.args.in.push_back({nullptr, p.values[v].info.dtype, p.values[v].info.shape});
-    for (ValueId v : m.outputs) m.args.out.push_back({nullptr, p.values[v].info.dtype, p.values[v].info.shape});
-    m.args.attrs = &m.attrs;
-  }
-  const bool ok = accept(*g, why);
-  for (Step& m : g->members) {
-    m.args.in.clear();
-    m.args.out.clear();
-    m.args.attrs = nullptr;
-  }
-  return ok;
-}
-
 }  // namespace
 
 bool AttentionFusionEnabledByEnv() {
@@ -369,14 +351,14 @@ Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats
     fwd.members.push_back(Member(AttentionDef(), {m.q, m.k, m.v}, {m.y, m.p}, m.scale));
     std::string why;
     Status st = BuildForward(*p, m, &fwd);
-    if (st.ok() && !Offer(*p, accept, &fwd, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+    if (st.ok() && !OfferGroup(*p, accept, &fwd, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
     FusedGroup bwd;
     if (st.ok() && m.backward) {
       bwd.name = "attention_grad";
       bwd.members.push_back(
           Member(AttentionGradDef(), {m.q, m.k, m.v, m.y, m.p, m.dy}, {m.dq, m.dk, m.dv}, m.scale));
       st = BuildBackward(*p, m, &bwd);
-      if (st.ok() && !Offer(*p, accept, &bwd, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+      if (st.ok() && !OfferGroup(*p, accept, &bwd, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
       if (!st.ok()) st.message = "attention_grad: " + st.message;
     }
     if (!st.ok()) {  // the pattern stays as it was

@@ -5,8 +5,10 @@
 
 #include <cstring>
 #include <memory>
+#include <set>
 
 #include "api_util.h"
+#include "parallel_compile.h"
 #include "precision.h"  // ArenaViewAs
 #include "runtime/config.h"
 #include "runtime/log.h"
@@ -66,11 +68,51 @@ htr_status_t DeviceExec::Compile(const std::vector<uint8_t>& ir, htr_kernel_t** 
     *out = it->second;
     return nullptr;
   }
+  auto no = refused_.find(key);  // the same IR again (e.g. one cast per layer): refused at once
+  if (no != refused_.end()) return Err(no->second.first, no->second.second);
   htr_kernel_t* k = nullptr;
-  if (htr_status_t st = htr_kernel_compile(device_, ir.data(), ir.size(), nullptr, &k)) return st;
+  if (htr_status_t st = htr_kernel_compile(device_, ir.data(), ir.size(), nullptr, &k)) {
+    const htr_status_code_t code = htr_status_code(st);
+    if (code != HTR_STATUS_OUT_OF_MEMORY && code != HTR_STATUS_DEVICE_LOST && code != HTR_STATUS_TRANSIENT)
+      refused_[key] = {code, htr_status_message(st)};
+    return st;
+  }
   cache_[key] = k;
   *out = k;
   return nullptr;
+}
+
+void DeviceExec::Precompile(const std::vector<LoweredStep>& low, const std::vector<Status>& low_st,
+                            unsigned threads) {
+  std::vector<CompileRequest> req;
+  std::vector<std::string> keys;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < low.size(); ++i) {
+    if (!low_st[i].ok()) continue;
+    for (const FusedLaunch& launch : low[i].launches) {
+      std::string key(launch.ir.begin(), launch.ir.end());
+      if (cache_.count(key) || refused_.count(key) || !seen.insert(key).second) continue;
+      CompileRequest r;
+      r.ir = &launch.ir;
+      req.push_back(std::move(r));
+      keys.push_back(std::move(key));
+    }
+  }
+  if (req.size() < 2) return;  // nothing to overlap: the serial loop compiles it
+  std::vector<CompileResult> res = CompileMany(device_, req, threads);
+  for (size_t j = 0; j < res.size(); ++j) {
+    if (!res[j].status) {
+      cache_[keys[j]] = res[j].kernel;
+      continue;
+    }
+    // Refusals are remembered as Compile remembers them (same code and message); errors that
+    // Compile does not remember (out of memory, device lost, transient) are dropped, so that
+    // the serial loop compiles that IR again and fails (or not) exactly as without the pre-pass.
+    const htr_status_code_t code = htr_status_code(res[j].status);
+    if (code != HTR_STATUS_OUT_OF_MEMORY && code != HTR_STATUS_DEVICE_LOST && code != HTR_STATUS_TRANSIENT)
+      refused_[keys[j]] = {code, htr_status_message(res[j].status)};
+    htr_status_free(res[j].status);
+  }
 }
 
 htr_status_t DeviceExec::Prepare(const Program& p, const std::vector<bool>& todo, const LowerOptions& options,
@@ -83,12 +125,22 @@ htr_status_t DeviceExec::Prepare(const Program& p, const std::vector<bool>& todo
   props.struct_size = sizeof(props);
   if (htr_status_t st = htr_device_properties(device_, &props)) return st;
   const bool can_compile = (props.capabilities & HTR_CAP_KERNEL_IR) != 0;
+  // Every step lowered first, so that the distinct kernels can be compiled concurrently
+  // (parallel_compile.h) before the serial loop below finds them in cache_ / refused_.
+  std::vector<LoweredStep> low(p.steps.size());
+  std::vector<Status> low_st(p.steps.size());
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    if (!todo[i]) continue;
+    low_st[i] = can_compile ? LowerStep(p, p.steps[i], options, &low[i])
+                            : ops::Unimplemented("the device compiles no kernel IR");
+  }
+  if (const unsigned threads = CompileThreads(); threads > 1) Precompile(low, low_st, threads);
   for (size_t i = 0; i < p.steps.size(); ++i) {
     if (!todo[i]) continue;
     const Step& s = p.steps[i];
     std::string why;
-    LoweredStep l;
-    Status ls = can_compile ? LowerStep(p, s, options, &l) : ops::Unimplemented("the device compiles no kernel IR");
+    LoweredStep l = std::move(low[i]);
+    const Status& ls = low_st[i];
     if (ls.ok()) {
       for (const FusedLaunch& launch : l.launches) {
         htr_kernel_t* k = nullptr;

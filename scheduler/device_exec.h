@@ -6,7 +6,13 @@
 // that publish outputs and apply assignments (device to device, on the stream). A step that does
 // not lower or whose kernel the plugin refuses runs its reference kernel on the host (impl
 // "reference" on host-accessible devices; "reference:staged", copied out and back, elsewhere):
-// the only place a run waits for the device before it ends.
+// the only place a run waits for the device before it ends. Under mixed precision (precision.h)
+// the program holds bf16/f16 values and casts; they lower like any other step (typed arena
+// views, strided_copy casts, the lowp DSL matmul), and a lowp matmul that falls back runs
+// precision.h's LowpMatmul reference kernel. A kernel the plugin refused to compile is remembered
+// by its IR, so the other steps with the same IR fall back without compiling it again. Prepare
+// lowers every step first and compiles the distinct IRs concurrently (parallel_compile.h,
+// HTR_COMPILE_THREADS); the serial loop then finds each kernel (or refusal) as it would have made it.
 //
 // Mode selection (ResolveExecSettings): htr_executable_options_t.execution, else HTR_EXEC, else
 // "auto": host-accessible devices run the host mode (reference kernels on host pointers),
@@ -21,6 +27,7 @@
 #define HTR_SCHEDULER_DEVICE_EXEC_H_
 
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -78,6 +85,9 @@ class DeviceExec {
   enum class StepKind { kNone, kKernels, kReference };
   using Bound = BoundLaunch;
   htr_status_t Compile(const std::vector<uint8_t>& ir, htr_kernel_t** out);
+  // Compiles the distinct IRs of the lowered steps not yet in cache_ / refused_ on `threads`
+  // threads (parallel_compile.h) and records the outcomes as Compile would.
+  void Precompile(const std::vector<LoweredStep>& low, const std::vector<Status>& low_st, unsigned threads);
   htr_status_t Tensor(const Program& p, ValueId v, const std::vector<htr_tensor_t*>& inputs, htr_tensor_t** out);
   htr_status_t RunReference(const Program& p, size_t step, htr_stream_t* stream,
                             const std::vector<htr_tensor_t*>& inputs);
@@ -88,6 +98,7 @@ class DeviceExec {
   std::vector<LoweredStep> lowered_;             // per step (kKernels)
   std::vector<std::vector<Bound>> bound_;        // per step
   std::map<std::string, htr_kernel_t*> cache_;   // IR bytes -> kernel
+  std::map<std::string, std::pair<htr_status_code_t, std::string>> refused_;  // IR bytes -> compile error
   std::vector<htr_tensor_t*> value_tensor_;      // per value: arena views and constants (owned)
   std::vector<htr_tensor_t*> states_;            // borrowed
   std::vector<htr_tensor_t*> owned_;             // scratch

@@ -27,6 +27,7 @@
 #include "htr/htr_graph.h"
 #include "program.h"
 #include "memory_report.h"  // memory passes and report (issue 5)
+#include "parallel_compile.h"  // concurrent kernel compiles
 #include "runtime/log.h"
 #include "runtime/profiler.h"
 #include "step_graph.h"  // whole-step capture and replay of the device mode
@@ -521,8 +522,11 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
   htr::sched::MemoryPassOptions mopt;
   mopt.precision = opt.precision ? opt.precision : "";
   mopt.dtype_mask = props.dtype_mask;
-  mopt.low_precision_ok = e->host_access;
-  mopt.device = device;
+  // Low precision runs where steps run on the device's memory: the host mode, and the device mode
+  // (lowp matmuls as library ops where the plugin takes them, else the DSL matmul on lowp operands
+  // with f32 accumulation, so no probe: every matmul computes natively in lowp).
+  mopt.low_precision_ok = e->host_access || e->device_mode;
+  mopt.device = e->device_mode ? nullptr : device;
   mopt.recompute = opt.recompute != 0;
   mopt.memory_budget = opt.memory_budget;
   htr::sched::PassedGraph passed;
@@ -532,12 +536,22 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
     // Fusion pass: fused groups compiled through the plugin's kernel IR entry (scheduler/fusion.h).
     std::unique_ptr<htr::sched::Fuser> fuser;
     if (opt.disable_fusion == 0 && (props.capabilities & HTR_CAP_KERNEL_IR) && htr::sched::FusionEnabledByEnv()) {
-      e->fusion.reset(new htr::sched::FusedExec(device, threads));
+      e->fusion.reset(new htr::sched::FusedExec(device, threads, e->device_mode));
       htr::sched::FusedExec* fx = e->fusion.get();
-      fuser.reset(new htr::sched::Fuser([fx](const htr::sched::FusedGroup& g, std::string* why) { return fx->Compile(g, why); }));
+      fuser.reset(new htr::sched::Fuser([fx](const htr::sched::FusedGroup& g, std::string* why) { return fx->Compile(g, why); },
+                                        e->device_mode));
+      // Compiles the groups' kernels concurrently first (parallel_compile.h; HTR_COMPILE_THREADS).
+      const auto t0 = std::chrono::steady_clock::now();
+      htr::sched::PrecompileFusion(src_graph, reuse, threads, e->device_mode, fx, htr::sched::CompileThreads());
+      HTR_LOG_DEBUG_("executable: fusion pre-compile {:.0f} ms",
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
+    const auto t_compile = std::chrono::steady_clock::now();
     if (htr_status_t st = ToC(htr::sched::Compile(src_graph, reuse, threads, &e->program, fuser.get()))) return st;
-    if (e->host_access) htr::sched::InstallLowpKernels(&e->program);
+    HTR_LOG_DEBUG_("executable: graph compile (fusion pass, planning) {:.0f} ms",
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_compile).count());
+    // Lowp matmuls left on their reference kernel (host mode; device-mode fallbacks).
+    htr::sched::InstallLowpKernels(&e->program);
     if (reuse) htr::sched::ApplyInPlace(&e->program);  // in-place elementwise steps (memory_report.h)
     if (fuser) e->fusion_stats = fuser->stats();
   } else {
@@ -574,7 +588,10 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       const std::string plugin = htr_device_plugin_name(device);
       if (plugin == "cpu") lo.matmul = htr::kernels::MatmulConfigForCpu();
       if (plugin == "vulkan") lo.max_grid[0] = 65535;  // maxComputeWorkGroupCount's guaranteed minimum
+      const auto t_prep = std::chrono::steady_clock::now();
       if (htr_status_t st = e->dexec->Prepare(p, todo, lo, &e->impl)) return st;
+      HTR_LOG_DEBUG_("executable: device kernels (lowering, compiles) {:.0f} ms",
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_prep).count());
       if (htr_status_t st = e->dexec->Bind(p, e->arena, e->states)) return st;
       // Whole-step graphs (step_graph.h): a static plan is captured on its second run.
       e->step_graph.reset(new htr::sched::StepGraph(device));

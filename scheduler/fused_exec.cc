@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "parallel_compile.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
 
@@ -131,10 +133,40 @@ htr_status_t FusedExec::Get(const FusedLaunch& l, htr_kernel_t** out) {
   return nullptr;
 }
 
+void FusedExec::Precompile(const std::vector<FusedLaunch>& launches, unsigned threads) {
+  std::vector<CompileRequest> req;
+  std::vector<std::string> keys;
+  std::set<std::string> seen;
+  for (const FusedLaunch& l : launches) {
+    std::string key = Key(l);
+    if (cache_.count(key) || !seen.insert(key).second) continue;
+    CompileRequest r;
+    r.ir = &l.ir;
+    for (size_t i = 0; i < l.args.size(); ++i) {  // as Get specializes
+      const FusedArg& a = l.args[i];
+      if (!a.specialize || (a.kind != FusedArg::Kind::kInt && a.kind != FusedArg::Kind::kFloat)) continue;
+      htr_kernel_scalar_t sc{};
+      sc.arg_index = static_cast<uint32_t>(i);
+      sc.i = a.i;
+      sc.f = a.f;
+      r.specializations.push_back(sc);
+    }
+    req.push_back(std::move(r));
+    keys.push_back(std::move(key));
+  }
+  if (req.size() < 2) return;
+  std::vector<CompileResult> res = CompileMany(device_, req, threads);
+  for (size_t j = 0; j < res.size(); ++j) {
+    if (res[j].status) htr_status_free(res[j].status);
+    else cache_[keys[j]] = res[j].kernel;
+  }
+}
+
 bool FusedExec::Compile(const FusedGroup& g, std::string* why) {
   for (const FusedLaunch& l : g.launches) {
     htr_kernel_t* k = nullptr;
     if (htr_status_t st = Get(l, &k)) {
+      HTR_LOG_INFO_("fusion: {} left unfused: {}", g.name, htr_status_message(st));
       if (why) *why = htr_status_message(st);
       htr_status_free(st);
       return false;

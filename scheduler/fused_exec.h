@@ -16,6 +16,14 @@
 // directory to re-tune (e.g. after changing the kernels or the machine's load). HTR_FUSION=force
 // keeps every group that compiles (tests that check which groups fuse); HTR_FUSION=0 turns fusion
 // off (FusionEnabledByEnv).
+//
+// Device execution mode (device_exec.h; `device_mode` below): no auto-tune. There the unfused
+// alternative is not the members' reference kernels on host memory but one or more generated
+// device kernels per member (device_lower.h), each a launch that reads and writes its whole
+// operands in device memory; a fused group replaces them with fewer launches and no stores of its
+// internal values. Timing device launches against host reference kernels measured the wrong thing
+// (on lavapipe every group lost: 0 fused groups, 409 ops per tiny training step instead of 369), so
+// every group that compiles is kept, as with HTR_FUSION=force.
 #ifndef HTR_SCHEDULER_FUSED_EXEC_H_
 #define HTR_SCHEDULER_FUSED_EXEC_H_
 
@@ -55,13 +63,21 @@ class FusedExec {
  public:
   // `threads`: the executable's reference-kernel threads (KernelArgs::num_threads), used when the
   // auto-tune times the unfused ops; 0: the hardware concurrency.
-  explicit FusedExec(htr_device_t* device, uint32_t threads = 0) : device_(device), threads_(threads) {}
+  // `device_mode`: the executable runs in the device execution mode (no auto-tune, see above).
+  explicit FusedExec(htr_device_t* device, uint32_t threads = 0, bool device_mode = false)
+      : device_(device), threads_(threads), tune_(!device_mode && !FusionForcedByEnv()) {}
   ~FusedExec();
   FusedExec(const FusedExec&) = delete;
   FusedExec& operator=(const FusedExec&) = delete;
 
   // Compiles (or finds) every launch of `g`; false with `why` when the plugin refuses one.
   bool Compile(const FusedGroup& g, std::string* why);
+  // Pre-pass (parallel_compile.h): compiles the launches not yet cached on `threads` threads and
+  // caches those that compile; failures are dropped, so Compile meets them again serially and
+  // refuses the group exactly as without the pre-pass. Decides nothing.
+  void Precompile(const std::vector<FusedLaunch>& launches, unsigned threads);
+  // Whether Compile times groups (the host mode's auto-tune).
+  bool tunes() const { return tune_; }
   // After the program's arena and states exist: resolves every fused step's arguments.
   htr_status_t Bind(const Program& p, htr_tensor_t* arena, const std::vector<htr_tensor_t*>& states);
   bool Handles(const Program& p, size_t step) const { return bound_ && p.steps[step].fused >= 0; }
@@ -84,7 +100,7 @@ class FusedExec {
   uint32_t threads_;
   std::map<std::string, htr_kernel_t*> cache_;
   std::map<std::string, std::pair<bool, std::string>> tuned_;  // group key -> (fused faster, note)
-  bool tune_ = !FusionForcedByEnv();
+  bool tune_;
   std::vector<std::vector<Bound>> groups_;  // per Program::fused
   std::vector<htr_tensor_t*> owned_;
   bool bound_ = false;

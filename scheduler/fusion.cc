@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "adamw_fusion.h"
 #include "attention_fusion.h"
+#include "epilogue_fusion.h"
 #include "fused_kernel.h"
 
 namespace htr::sched {
@@ -23,6 +25,10 @@ struct Draft {
 
 Status Fuser::Rewrite(Program* p) {
   HTR_OPS_RETURN_IF_ERROR(FuseAttention(p, accept_, &stats_, &rejections_));  // attention_fusion.h: first
+  if (device_mode_) {
+    HTR_OPS_RETURN_IF_ERROR(FuseAdamW(p, accept_, &stats_, &rejections_));      // adamw_fusion.h
+    HTR_OPS_RETURN_IF_ERROR(FuseEpilogues(p, accept_, &stats_, &rejections_));  // epilogue_fusion.h
+  }
   const size_t nv = p->values.size();
   std::vector<int> producer(nv, -1);  // draft that produced a value
   std::vector<Draft> drafts;
@@ -33,8 +39,9 @@ Status Fuser::Rewrite(Program* p) {
   };
   for (size_t i = 0; i < p->steps.size(); ++i) {
     const Step& s = p->steps[i];
-    const bool special = IsSpecialStep(*p, s);
-    const bool row = !special && IsRowStep(*p, s);
+    // Steps fused by the rewrites above (attention, AdamW, epilogues) are closed groups already.
+    const bool special = s.fused < 0 && IsSpecialStep(*p, s);
+    const bool row = s.fused < 0 && !special && IsRowStep(*p, s);
     if (!special && !row) {
       close_inputs(s, -1);
       continue;
@@ -113,20 +120,7 @@ Status Fuser::Rewrite(Program* p) {
     }
     Status st = BuildFusedLaunches(*p, in, out, &fg);
     std::string why;
-    if (st.ok() && accept_) {
-      // The members' shapes and dtypes for `accept` (the auto-tune runs them); Compile fills the
-      // kernel args of every step after this pass, so they are emptied again here.
-      for (Step& m : fg.members) {
-        for (ValueId v : m.inputs) m.args.in.push_back({nullptr, p->values[v].info.dtype, p->values[v].info.shape});
-        for (ValueId v : m.outputs) m.args.out.push_back({nullptr, p->values[v].info.dtype, p->values[v].info.shape});
-      }
-      const bool ok = accept_(fg, &why);
-      for (Step& m : fg.members) {
-        m.args.in.clear();
-        m.args.out.clear();
-      }
-      if (!ok) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
-    }
+    if (st.ok() && !OfferGroup(*p, accept_, &fg, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
     if (!st.ok()) {
       ++stats_.rejected;
       rejections_.push_back(fg.name + ": " + st.message);
@@ -159,6 +153,22 @@ Status Fuser::Rewrite(Program* p) {
   p->steps = std::move(steps);
   p->fused = std::move(groups);
   return Status::Ok();
+}
+
+bool OfferGroup(const Program& p, const Fuser::Accept& accept, FusedGroup* g, std::string* why) {
+  if (!accept) return true;
+  for (Step& m : g->members) {
+    for (ValueId v : m.inputs) m.args.in.push_back({nullptr, p.values[v].info.dtype, p.values[v].info.shape});
+    for (ValueId v : m.outputs) m.args.out.push_back({nullptr, p.values[v].info.dtype, p.values[v].info.shape});
+    m.args.attrs = &m.attrs;
+  }
+  const bool ok = accept(*g, why);
+  for (Step& m : g->members) {
+    m.args.in.clear();
+    m.args.out.clear();
+    m.args.attrs = nullptr;
+  }
+  return ok;
 }
 
 Status RunFusedReference(const Program& p, size_t index, const std::vector<void*>& ptrs) {

@@ -19,6 +19,10 @@
 //    read only inside the group get no memory.
 //  - single ops with their own kernels from ops/kernels: cross_entropy (per-row loss, then the
 //    mean), cross_entropy_grad, layer_norm_grad (dx per row, then dweight/dbias per column).
+//  - device mode only: per-parameter adamw_update steps (with their gradient-clipping products)
+//    become multi-tensor launches (adamw_fusion.h); cross_entropy joins its cross_entropy_grad and
+//    layer_norm_grad the residual add of its dx (epilogue_fusion.h). Steps these rewrites (and the
+//    attention rewrite) fuse are closed groups for the row fusion.
 // A fused step runs at the position of its last member. The pass asks `accept` (the executable:
 // compile through the plugin's kernel_compile) for every group; a group it refuses, or whose
 // kernel cannot be built, stays as separate steps. Deterministic: same graph, same groups.
@@ -48,7 +52,10 @@ class Fuser final : public StepRewriter {
   // fused_exec.h); `why` explains a refusal. During the call the members' args.in/out carry their
   // dtypes and shapes (data NULL, num_threads unset).
   using Accept = std::function<bool(const FusedGroup& group, std::string* why)>;
-  explicit Fuser(Accept accept = nullptr) : accept_(std::move(accept)) {}
+  // `device_mode`: the program runs in the device execution mode (device_exec.h); the multi-tensor
+  // AdamW and epilogue rewrites (adamw_fusion.h, epilogue_fusion.h) run then too.
+  explicit Fuser(Accept accept = nullptr, bool device_mode = false)
+      : accept_(std::move(accept)), device_mode_(device_mode) {}
   Status Rewrite(Program* program) override;
   const FusionStats& stats() const { return stats_; }
   // One line per rejected group ("softmax: <why>"), for logs and tests.
@@ -56,9 +63,15 @@ class Fuser final : public StepRewriter {
 
  private:
   Accept accept_;
+  bool device_mode_;
   FusionStats stats_;
   std::vector<std::string> rejections_;
 };
+
+// Asks `accept` (when set) for group `g`, its members' kernel args carrying their dtypes and
+// shapes (data NULL) and attrs for the call, emptied again afterwards (Compile fills every step's
+// args after the pass). Shared by the rewrites of the pass.
+bool OfferGroup(const Program& p, const Fuser::Accept& accept, FusedGroup* g, std::string* why);
 
 // Runs group `index` of `program` with its members' reference kernels; values internal to the
 // group live in temporary host buffers. `ptrs` as for Execute.

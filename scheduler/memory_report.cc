@@ -277,7 +277,8 @@ void BuildMemoryReport(const Program& p, const std::vector<std::string>& impl, M
     const Step& s = p.steps[i];
     if (s.fused >= 0 || s.def->name != "matmul" || s.args.out.empty()) continue;
     const htr_dtype_t d = s.args.out[0].dtype;
-    if ((d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16) && impl[i] == "reference") ++r->precision_stats.fallback_ops;
+    // "reference", or "reference:staged" (device mode off the host)
+    if ((d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16) && impl[i].rfind("reference", 0) == 0) ++r->precision_stats.fallback_ops;
   }
   std::stable_sort(all.begin(), all.end(), [](const MemoryTensor& a, const MemoryTensor& b) { return a.bytes > b.bytes; });
   if (all.size() > MemoryReport::kLargest) all.resize(MemoryReport::kLargest);

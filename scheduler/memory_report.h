@@ -62,7 +62,7 @@ struct MemoryReport {
 struct MemoryPassOptions {
   std::string precision;        // "", fp32, bf16, fp16, auto
   uint64_t dtype_mask = 0;      // device dtypes (for auto)
-  bool low_precision_ok = true; // false: the device runs staged (reference kernels only): stay fp32
+  bool low_precision_ok = true; // false: the staged mode (host copies, reference kernels): stay fp32
   htr_device_t* device = nullptr; // probed for lowp library matmul (ProbeLowpMatmul); nullptr: assume yes
   bool recompute = false;
   uint64_t memory_budget = 0;   // recompute: 0 = every segment

@@ -14,6 +14,9 @@
 //    pad_slice) move lowp bytes without widening;
 //  - states (fp32 master weights, optimizer moments) and inputs are never changed.
 // The pass rewrites a copy of the graph; the caller's graph is untouched. Ownership: plain values.
+// Executables run it in the host and the device execution mode (executable.cc; not staged). In the
+// device mode every matmul is native lowp (the plugin's library op, else the DSL matmul on lowp
+// operands), so the device is not probed there and `native_matmul` is true.
 #ifndef HTR_SCHEDULER_PRECISION_H_
 #define HTR_SCHEDULER_PRECISION_H_
 

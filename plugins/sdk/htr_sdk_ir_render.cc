@@ -275,10 +275,13 @@ class Renderer {
     const Type& t = type(id);
     return t.ptr ? d_.storage_type(t.dtype) + "*" : d_.compute_type(t.dtype);
   }
+  // Rounds a bf16/f16 arithmetic result of value `id` to its dtype; pointers (ptr<bf16> plus an
+  // offset) are addresses, never rounded.
+  std::string rnd(uint32_t id, const std::string& x) const { return type(id).ptr ? x : sp_.rnd(type(id).dtype, x); }
   // Element `e` of a value (the value itself for scalars; the scalar for
   // tiles that are a splat of one, which are never read from memory).
   std::string at(uint32_t id, const std::string& e = "e") const {
-    if (inl_[id]) return "(" + sp_.rnd(type(id).dtype, pure_expr(static_cast<uint32_t>(def_op_[id]), e)) + ")";
+    if (inl_[id]) return "(" + rnd(id, pure_expr(static_cast<uint32_t>(def_op_[id]), e)) + ")";
     if (splat_of_[id] >= 0) return v(static_cast<uint32_t>(splat_of_[id]));
     return type(id).is_tile() ? v(id) + "[" + e + "]" : v(id);
   }
@@ -490,11 +493,11 @@ class Renderer {
     const Type& t = type(r);
     if (!t.is_tile()) {
       // "T* const" for pointers: the pointee stays writable.
-      line((t.ptr ? ct(r) + " const " : "const " + ct(r) + " ") + v(r) + " = " + sp_.rnd(t.dtype, expr("")) + ";");
+      line((t.ptr ? ct(r) + " const " : "const " + ct(r) + " ") + v(r) + " = " + rnd(r, expr("")) + ";");
       return;
     }
     declare(r);
-    line(d_.loop_open("e", t.numel()) + " " + v(r) + "[e] = " + sp_.rnd(t.dtype, expr("e")) + ";");
+    line(d_.loop_open("e", t.numel()) + " " + v(r) + "[e] = " + rnd(r, expr("e")) + ";");
     if (!d_.barrier.empty()) line(d_.barrier);
   }
 

@@ -10,78 +10,24 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "htr/htr_graph.h"
+#include "graph_api_test_util.h"
 
 namespace {
 
-#define DX_REQUIRE(expr)          \
-  do {                            \
-    htr_status_t s_ = (expr);     \
-    INFO(htr_status_message(s_)); \
-    bool ok_ = s_ == nullptr;     \
-    htr_status_free(s_);          \
-    REQUIRE(ok_);                 \
-  } while (0)
-
-struct DxEnv {
-  htr_runtime_t* rt = nullptr;
-  htr_device_t* dev = nullptr;
-  DxEnv() {
-    htr_runtime_options_t o;
-    std::memset(&o, 0, sizeof(o));
-    o.struct_size = sizeof(o);
-    const char* files[] = {HTR_TEST_CPU_PLUGIN};
-    o.no_default_search = 1;
-    o.plugin_files = files;
-    o.num_plugin_files = 1;
-    DX_REQUIRE(htr_runtime_create(&o, &rt));
-    DX_REQUIRE(htr_runtime_find_device(rt, "cpu:0", &dev));
-  }
-  ~DxEnv() { htr_runtime_destroy(rt); }
-};
-
-htr_attr_t AInt(const char* name, int64_t v) {
-  htr_attr_t a;
-  std::memset(&a, 0, sizeof(a));
-  a.name = name;
-  a.kind = HTR_ATTR_INT;
-  a.i = v;
-  return a;
-}
-htr_attr_t AFloat(const char* name, double v) {
-  htr_attr_t a = AInt(name, 0);
-  a.kind = HTR_ATTR_FLOAT;
-  a.f = v;
-  return a;
-}
-htr_attr_t AStr(const char* name, const char* v) {
-  htr_attr_t a = AInt(name, 0);
-  a.kind = HTR_ATTR_STRING;
-  a.s = v;
-  return a;
-}
-htr_attr_t AInts(const char* name, const std::vector<int64_t>& v) {
-  htr_attr_t a = AInt(name, 0);
-  a.kind = HTR_ATTR_INTS;
-  a.ints = v.data();
-  a.num_ints = v.size();
-  return a;
-}
+using namespace gapi;
 
 struct G {
   htr_graph_t* g = nullptr;
   std::vector<std::string> outputs;
   htr_value_t Op(const char* op, std::vector<htr_value_t> in, std::vector<htr_attr_t> at = {}) {
-    htr_value_t out[4];
-    uint32_t n = 0;
-    DX_REQUIRE(htr_graph_op(g, op, in.data(), static_cast<uint32_t>(in.size()), at.data(),
-                            static_cast<uint32_t>(at.size()), out, 4, &n));
-    return out[0];
+    return ApiOp(g, op, std::move(in), std::move(at));
   }
   void Out(const std::string& name, htr_value_t v) {
-    DX_REQUIRE(htr_graph_output(g, name.c_str(), v));
+    API_REQUIRE(htr_graph_output(g, name.c_str(), v));
     outputs.push_back(name);
   }
 };
@@ -98,11 +44,11 @@ const std::vector<Input> kInputs = {{"x", HTR_DTYPE_F32, {2, 3, 4}}, {"y", HTR_D
 
 htr_graph_t* BuildGraph(std::vector<std::string>* outputs) {
   G b;
-  DX_REQUIRE(htr_graph_create(&b.g));
+  API_REQUIRE(htr_graph_create(&b.g));
   std::vector<htr_value_t> in;
   for (const Input& i : kInputs) {
     htr_value_t v;
-    DX_REQUIRE(htr_graph_input(b.g, i.name, i.dtype, static_cast<uint32_t>(i.shape.size()), i.shape.data(), &v));
+    API_REQUIRE(htr_graph_input(b.g, i.name, i.dtype, static_cast<uint32_t>(i.shape.size()), i.shape.data(), &v));
     in.push_back(v);
   }
   const htr_value_t x = in[0], y = in[1], z = in[2], w = in[3], lw = in[4], lb = in[5], ids = in[6], t = in[7];
@@ -146,7 +92,7 @@ htr_graph_t* BuildGraph(std::vector<std::string>* outputs) {
   for (size_t i = 1; i < terms.size(); ++i) loss = b.Op("add", {loss, b.Op("mul_scalar", {terms[i]}, {AFloat("value", 0.01 * static_cast<double>(i))})});
   b.Out("loss", loss);
   htr_value_t wrt[4] = {x, w, lw, lb}, grads[4];
-  DX_REQUIRE(htr_graph_gradients(b.g, loss, wrt, 4, grads));
+  API_REQUIRE(htr_graph_gradients(b.g, loss, wrt, 4, grads));
   const char* gnames[4] = {"dx", "dw", "dlw", "dlb"};
   for (int i = 0; i < 4; ++i) b.Out(gnames[i], grads[i]);
   htr_value_t norm = b.Op("global_norm", {grads[0], grads[1], grads[2]});
@@ -160,7 +106,7 @@ struct Run {
   std::vector<std::string> impls;
 };
 
-Run Execute(DxEnv& env, htr_graph_t* g, const std::vector<std::string>& names, const char* execution,
+Run Execute(CpuRuntime& env, htr_graph_t* g, const std::vector<std::string>& names, const char* execution,
             const char* kernels, int disable_fusion) {
   htr_executable_options_t o;
   std::memset(&o, 0, sizeof(o));
@@ -170,33 +116,33 @@ Run Execute(DxEnv& env, htr_graph_t* g, const std::vector<std::string>& names, c
   o.kernels = kernels;
   o.num_threads = 2;
   htr_executable_t* e = nullptr;
-  DX_REQUIRE(htr_executable_create(g, env.dev, &o, &e));
+  API_REQUIRE(htr_executable_create(g, env.dev, &o, &e));
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<htr_tensor_t*> tensors;
   for (const Input& i : kInputs) {
     htr_tensor_t* tt = nullptr;
-    DX_REQUIRE(htr_tensor_create(env.dev, i.dtype, static_cast<uint32_t>(i.shape.size()), i.shape.data(), &tt));
+    API_REQUIRE(htr_tensor_create(env.dev, i.dtype, static_cast<uint32_t>(i.shape.size()), i.shape.data(), &tt));
     const int64_t n = htr_tensor_numel(tt);
     if (i.dtype == HTR_DTYPE_F32) {
       std::vector<float> v(static_cast<size_t>(n));
       for (auto& f : v) f = nd(rng);
-      DX_REQUIRE(htr_tensor_copy_from_host(tt, v.data(), v.size() * 4, nullptr));
+      API_REQUIRE(htr_tensor_copy_from_host(tt, v.data(), v.size() * 4, nullptr));
     } else {
       std::vector<int32_t> v(static_cast<size_t>(n));
       for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<int32_t>((k * 3 + 1) % (std::string(i.name) == "t" ? 4 : 5));
-      DX_REQUIRE(htr_tensor_copy_from_host(tt, v.data(), v.size() * 4, nullptr));
+      API_REQUIRE(htr_tensor_copy_from_host(tt, v.data(), v.size() * 4, nullptr));
     }
-    DX_REQUIRE(htr_executable_set_input(e, i.name, tt));
+    API_REQUIRE(htr_executable_set_input(e, i.name, tt));
     tensors.push_back(tt);
   }
-  DX_REQUIRE(htr_executable_run(e, nullptr));
+  API_REQUIRE(htr_executable_run(e, nullptr));
   Run r;
   for (const std::string& name : names) {
     htr_tensor_t* t = nullptr;
-    DX_REQUIRE(htr_executable_output(e, name.c_str(), &t));
+    API_REQUIRE(htr_executable_output(e, name.c_str(), &t));
     std::vector<float> v(static_cast<size_t>(htr_tensor_numel(t)));
-    DX_REQUIRE(htr_tensor_copy_to_host(t, v.data(), v.size() * 4, nullptr));
+    API_REQUIRE(htr_tensor_copy_to_host(t, v.data(), v.size() * 4, nullptr));
     htr_tensor_release(t);
     r.out.push_back(std::move(v));
   }
@@ -204,7 +150,7 @@ Run Execute(DxEnv& env, htr_graph_t* g, const std::vector<std::string>& names, c
     htr_executable_op_info_t info;
     std::memset(&info, 0, sizeof(info));
     info.struct_size = sizeof(info);
-    DX_REQUIRE(htr_executable_op_info(e, i, &info));
+    API_REQUIRE(htr_executable_op_info(e, i, &info));
     r.impls.push_back(std::string(info.op) + " [" + info.impl + "]");
   }
   for (auto* t : tensors) htr_tensor_release(t);
@@ -215,7 +161,7 @@ Run Execute(DxEnv& env, htr_graph_t* g, const std::vector<std::string>& names, c
 }  // namespace
 
 TEST_CASE("device mode: every op as a generated kernel matches the reference kernels", "[device_exec]") {
-  DxEnv env;
+  CpuRuntime env;
   std::vector<std::string> names;
   htr_graph_t* g = BuildGraph(&names);
   Run ref = Execute(env, g, names, "host", nullptr, 1);
@@ -243,61 +189,61 @@ TEST_CASE("device mode: every op as a generated kernel matches the reference ker
 }
 
 TEST_CASE("device mode: assignments swap states on the device", "[device_exec]") {
-  DxEnv env;
+  CpuRuntime env;
   htr_graph_t* g = nullptr;
-  DX_REQUIRE(htr_graph_create(&g));
+  API_REQUIRE(htr_graph_create(&g));
   int64_t n = 3;
   htr_value_t a, b, sa;
-  DX_REQUIRE(htr_graph_state(g, "a", HTR_DTYPE_F32, 1, &n, &a));
-  DX_REQUIRE(htr_graph_state(g, "b", HTR_DTYPE_F32, 1, &n, &b));
+  API_REQUIRE(htr_graph_state(g, "a", HTR_DTYPE_F32, 1, &n, &a));
+  API_REQUIRE(htr_graph_state(g, "b", HTR_DTYPE_F32, 1, &n, &b));
   htr_value_t in[2] = {a, b};
   uint32_t cnt = 0;
-  DX_REQUIRE(htr_graph_op(g, "add", in, 2, nullptr, 0, &sa, 1, &cnt));
-  DX_REQUIRE(htr_graph_output(g, "sum", sa));
-  DX_REQUIRE(htr_graph_assign(g, a, b));
-  DX_REQUIRE(htr_graph_assign(g, b, a));
+  API_REQUIRE(htr_graph_op(g, "add", in, 2, nullptr, 0, &sa, 1, &cnt));
+  API_REQUIRE(htr_graph_output(g, "sum", sa));
+  API_REQUIRE(htr_graph_assign(g, a, b));
+  API_REQUIRE(htr_graph_assign(g, b, a));
   htr_executable_options_t o;
   std::memset(&o, 0, sizeof(o));
   o.struct_size = sizeof(o);
   o.execution = "device";
   htr_executable_t* e = nullptr;
-  DX_REQUIRE(htr_executable_create(g, env.dev, &o, &e));
+  API_REQUIRE(htr_executable_create(g, env.dev, &o, &e));
   htr_graph_destroy(g);
   const float av[3] = {1, 2, 3}, bv[3] = {10, 20, 30};
   htr_tensor_t* t = nullptr;
-  DX_REQUIRE(htr_executable_get_state(e, "a", &t));
-  DX_REQUIRE(htr_tensor_copy_from_host(t, av, sizeof(av), nullptr));
+  API_REQUIRE(htr_executable_get_state(e, "a", &t));
+  API_REQUIRE(htr_tensor_copy_from_host(t, av, sizeof(av), nullptr));
   htr_tensor_release(t);
-  DX_REQUIRE(htr_executable_get_state(e, "b", &t));
-  DX_REQUIRE(htr_tensor_copy_from_host(t, bv, sizeof(bv), nullptr));
+  API_REQUIRE(htr_executable_get_state(e, "b", &t));
+  API_REQUIRE(htr_tensor_copy_from_host(t, bv, sizeof(bv), nullptr));
   htr_tensor_release(t);
-  DX_REQUIRE(htr_executable_run(e, nullptr));
+  API_REQUIRE(htr_executable_run(e, nullptr));
   float got[3];
-  DX_REQUIRE(htr_executable_get_state(e, "a", &t));
-  DX_REQUIRE(htr_tensor_copy_to_host(t, got, sizeof(got), nullptr));
+  API_REQUIRE(htr_executable_get_state(e, "a", &t));
+  API_REQUIRE(htr_tensor_copy_to_host(t, got, sizeof(got), nullptr));
   htr_tensor_release(t);
   CHECK(got[0] == 10.0f);
   CHECK(got[2] == 30.0f);
-  DX_REQUIRE(htr_executable_get_state(e, "b", &t));
-  DX_REQUIRE(htr_tensor_copy_to_host(t, got, sizeof(got), nullptr));
+  API_REQUIRE(htr_executable_get_state(e, "b", &t));
+  API_REQUIRE(htr_tensor_copy_to_host(t, got, sizeof(got), nullptr));
   htr_tensor_release(t);
   CHECK(got[0] == 1.0f);
   CHECK(got[2] == 3.0f);
-  DX_REQUIRE(htr_executable_output(e, "sum", &t));
-  DX_REQUIRE(htr_tensor_copy_to_host(t, got, sizeof(got), nullptr));
+  API_REQUIRE(htr_executable_output(e, "sum", &t));
+  API_REQUIRE(htr_tensor_copy_to_host(t, got, sizeof(got), nullptr));
   htr_tensor_release(t);
   CHECK(got[1] == 22.0f);
   htr_executable_destroy(e);
 }
 
 TEST_CASE("device mode: a bad execution or kernels setting is INVALID_ARGUMENT", "[device_exec]") {
-  DxEnv env;
+  CpuRuntime env;
   htr_graph_t* g = nullptr;
-  DX_REQUIRE(htr_graph_create(&g));
+  API_REQUIRE(htr_graph_create(&g));
   int64_t n = 2;
   htr_value_t x;
-  DX_REQUIRE(htr_graph_input(g, "x", HTR_DTYPE_F32, 1, &n, &x));
-  DX_REQUIRE(htr_graph_output(g, "out", x));
+  API_REQUIRE(htr_graph_input(g, "x", HTR_DTYPE_F32, 1, &n, &x));
+  API_REQUIRE(htr_graph_output(g, "out", x));
   for (int k = 0; k < 2; ++k) {
     htr_executable_options_t o;
     std::memset(&o, 0, sizeof(o));
@@ -317,19 +263,19 @@ TEST_CASE("device mode: a bad execution or kernels setting is INVALID_ARGUMENT",
 TEST_CASE("device mode: a step without a generated kernel runs its reference kernel", "[device_exec]") {
   // dropout with p > 0 (the Philox mask) has no universal kernel: it falls back, in the middle of
   // generated steps, and the values still match the host mode's.
-  DxEnv env;
+  CpuRuntime env;
   htr_graph_t* g = nullptr;
-  DX_REQUIRE(htr_graph_create(&g));
+  API_REQUIRE(htr_graph_create(&g));
   int64_t shape[2] = {4, 8};
   htr_value_t x, y, d, z;
-  DX_REQUIRE(htr_graph_input(g, "x", HTR_DTYPE_F32, 2, shape, &x));
+  API_REQUIRE(htr_graph_input(g, "x", HTR_DTYPE_F32, 2, shape, &x));
   uint32_t cnt = 0;
-  DX_REQUIRE(htr_graph_op(g, "exp", &x, 1, nullptr, 0, &y, 1, &cnt));
+  API_REQUIRE(htr_graph_op(g, "exp", &x, 1, nullptr, 0, &y, 1, &cnt));
   htr_attr_t at[2] = {AFloat("p", 0.5), AInt("seed", 3)};
-  DX_REQUIRE(htr_graph_op(g, "dropout", &y, 1, at, 2, &d, 1, &cnt));
+  API_REQUIRE(htr_graph_op(g, "dropout", &y, 1, at, 2, &d, 1, &cnt));
   htr_attr_t sc = AFloat("value", 2.0);
-  DX_REQUIRE(htr_graph_op(g, "mul_scalar", &d, 1, &sc, 1, &z, 1, &cnt));
-  DX_REQUIRE(htr_graph_output(g, "z", z));
+  API_REQUIRE(htr_graph_op(g, "mul_scalar", &d, 1, &sc, 1, &z, 1, &cnt));
+  API_REQUIRE(htr_graph_output(g, "z", z));
   std::vector<float> xv(32);
   for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * static_cast<float>(i) - 1.0f;
   std::vector<std::vector<float>> got;
@@ -341,16 +287,16 @@ TEST_CASE("device mode: a step without a generated kernel runs its reference ker
     o.kernels = std::string(mode) == "device" ? "generated" : nullptr;
     o.disable_fusion = 1;
     htr_executable_t* e = nullptr;
-    DX_REQUIRE(htr_executable_create(g, env.dev, &o, &e));
+    API_REQUIRE(htr_executable_create(g, env.dev, &o, &e));
     htr_tensor_t* t = nullptr;
-    DX_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, 2, shape, &t));
-    DX_REQUIRE(htr_tensor_copy_from_host(t, xv.data(), xv.size() * 4, nullptr));
-    DX_REQUIRE(htr_executable_set_input(e, "x", t));
+    API_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, 2, shape, &t));
+    API_REQUIRE(htr_tensor_copy_from_host(t, xv.data(), xv.size() * 4, nullptr));
+    API_REQUIRE(htr_executable_set_input(e, "x", t));
     htr_tensor_release(t);
-    DX_REQUIRE(htr_executable_run(e, nullptr));
-    DX_REQUIRE(htr_executable_output(e, "z", &t));
+    API_REQUIRE(htr_executable_run(e, nullptr));
+    API_REQUIRE(htr_executable_output(e, "z", &t));
     std::vector<float> v(32);
-    DX_REQUIRE(htr_tensor_copy_to_host(t, v.data(), v.size() * 4, nullptr));
+    API_REQUIRE(htr_tensor_copy_to_host(t, v.data(), v.size() * 4, nullptr));
     htr_tensor_release(t);
     got.push_back(v);
     if (std::string(mode) == "device") {
@@ -359,7 +305,7 @@ TEST_CASE("device mode: a step without a generated kernel runs its reference ker
         htr_executable_op_info_t info;
         std::memset(&info, 0, sizeof(info));
         info.struct_size = sizeof(info);
-        DX_REQUIRE(htr_executable_op_info(e, i, &info));
+        API_REQUIRE(htr_executable_op_info(e, i, &info));
         impls.push_back(std::string(info.op) + ":" + info.impl);
       }
       REQUIRE(impls.size() == 3);
@@ -369,7 +315,7 @@ TEST_CASE("device mode: a step without a generated kernel runs its reference ker
       htr_plan_stats_t st;
       std::memset(&st, 0, sizeof(st));
       st.struct_size = sizeof(st);
-      DX_REQUIRE(htr_executable_plan_stats(e, &st));
+      API_REQUIRE(htr_executable_plan_stats(e, &st));
       CHECK(st.num_reference_ops == 1);
     }
     htr_executable_destroy(e);

@@ -12,51 +12,11 @@
 #include <vector>
 
 #include "htr/htr_graph.h"
+#include "graph_api_test_util.h"
 
 namespace {
 
-#define FZ_REQUIRE(expr)                               \
-  do {                                                 \
-    htr_status_t s_ = (expr);                          \
-    INFO(htr_status_message(s_));                      \
-    bool ok_ = s_ == nullptr;                          \
-    htr_status_free(s_);                               \
-    REQUIRE(ok_);                                      \
-  } while (0)
-
-struct FzEnv {
-  htr_runtime_t* rt = nullptr;
-  htr_device_t* dev = nullptr;
-  FzEnv() {
-    htr_runtime_options_t o;
-    std::memset(&o, 0, sizeof(o));
-    o.struct_size = sizeof(o);
-    const char* files[] = {HTR_TEST_CPU_PLUGIN};
-    o.no_default_search = 1;
-    o.plugin_files = files;
-    o.num_plugin_files = 1;
-    FZ_REQUIRE(htr_runtime_create(&o, &rt));
-    FZ_REQUIRE(htr_runtime_find_device(rt, "cpu:0", &dev));
-  }
-  ~FzEnv() { htr_runtime_destroy(rt); }
-};
-
-htr_value_t FOp(htr_graph_t* g, const char* op, std::vector<htr_value_t> in, std::vector<htr_attr_t> at = {}) {
-  htr_value_t out[4];
-  uint32_t n = 0;
-  FZ_REQUIRE(htr_graph_op(g, op, in.data(), static_cast<uint32_t>(in.size()), at.data(),
-                          static_cast<uint32_t>(at.size()), out, 4, &n));
-  return out[0];
-}
-
-htr_attr_t FAttr(const char* name, double v) {
-  htr_attr_t a;
-  std::memset(&a, 0, sizeof(a));
-  a.name = name;
-  a.kind = HTR_ATTR_FLOAT;
-  a.f = v;
-  return a;
-}
+using namespace gapi;
 
 const int64_t kB = 2, kT = 16, kC = 32, kV = 40;
 const char* const kParams[] = {"w_fc", "b_fc", "w_q", "w_k", "ln_w", "ln_b", "w_out"};
@@ -68,22 +28,22 @@ struct Result {
   htr_plan_stats_t stats{};
 };
 
-Result RunBlock(FzEnv& env, int disable_fusion) {
+Result RunBlock(CpuRuntime& env, int disable_fusion) {
   htr_graph_t* g = nullptr;
-  FZ_REQUIRE(htr_graph_create(&g));
+  API_REQUIRE(htr_graph_create(&g));
   const int64_t R = kB * kT;
   int64_t xs[2] = {R, kC}, ts[1] = {R};
   htr_value_t x, t, p[7];
-  FZ_REQUIRE(htr_graph_input(g, "x", HTR_DTYPE_F32, 2, xs, &x));
-  FZ_REQUIRE(htr_graph_input(g, "t", HTR_DTYPE_I32, 1, ts, &t));
+  API_REQUIRE(htr_graph_input(g, "x", HTR_DTYPE_F32, 2, xs, &x));
+  API_REQUIRE(htr_graph_input(g, "t", HTR_DTYPE_I32, 1, ts, &t));
   std::vector<std::vector<int64_t>> shapes = {{kC, kC}, {kC}, {kC, kC}, {kC, kC}, {kC}, {kC}, {kC, kV}};
   for (int i = 0; i < 7; ++i)
-    FZ_REQUIRE(htr_graph_state(g, kParams[i], HTR_DTYPE_F32, static_cast<uint32_t>(shapes[static_cast<size_t>(i)].size()),
+    API_REQUIRE(htr_graph_state(g, kParams[i], HTR_DTYPE_F32, static_cast<uint32_t>(shapes[static_cast<size_t>(i)].size()),
                                shapes[static_cast<size_t>(i)].data(), &p[i]));
   // MLP: gelu(x W + b); residual + LayerNorm.
-  htr_value_t h = FOp(g, "gelu", {FOp(g, "add", {FOp(g, "matmul", {x, p[0]}), p[1]})});
-  htr_value_t r = FOp(g, "layer_norm", {FOp(g, "add", {x, FOp(g, "matmul", {h, p[2]})}), p[4], p[5]},
-                       {FAttr("eps", 1e-5)});
+  htr_value_t h = ApiOp(g, "gelu", {ApiOp(g, "add", {ApiOp(g, "matmul", {x, p[0]}), p[1]})});
+  htr_value_t r = ApiOp(g, "layer_norm", {ApiOp(g, "add", {x, ApiOp(g, "matmul", {h, p[2]})}), p[4], p[5]},
+                       {AFloat("eps", 1e-5)});
   // Attention scores over T with a causal mask (as scaled_dot_product_attention expands).
   int64_t bt[3] = {kB, kT, kC};
   htr_attr_t shape_attr;
@@ -92,42 +52,42 @@ Result RunBlock(FzEnv& env, int disable_fusion) {
   shape_attr.kind = HTR_ATTR_INTS;
   shape_attr.ints = bt;
   shape_attr.num_ints = 3;
-  htr_value_t q = FOp(g, "reshape", {FOp(g, "matmul", {r, p[2]})}, {shape_attr});
-  htr_value_t k = FOp(g, "reshape", {FOp(g, "matmul", {r, p[3]})}, {shape_attr});
-  htr_value_t v = FOp(g, "reshape", {r}, {shape_attr});
+  htr_value_t q = ApiOp(g, "reshape", {ApiOp(g, "matmul", {r, p[2]})}, {shape_attr});
+  htr_value_t k = ApiOp(g, "reshape", {ApiOp(g, "matmul", {r, p[3]})}, {shape_attr});
+  htr_value_t v = ApiOp(g, "reshape", {r}, {shape_attr});
   htr_attr_t tb;
   std::memset(&tb, 0, sizeof(tb));
   tb.name = "trans_b";
   tb.kind = HTR_ATTR_INT;
   tb.i = 1;
-  htr_value_t s = FOp(g, "mul_scalar", {FOp(g, "matmul", {q, k}, {tb})}, {FAttr("value", 0.125)});
-  htr_value_t a = FOp(g, "softmax", {FOp(g, "causal_mask", {s})});
+  htr_value_t s = ApiOp(g, "mul_scalar", {ApiOp(g, "matmul", {q, k}, {tb})}, {AFloat("value", 0.125)});
+  htr_value_t a = ApiOp(g, "softmax", {ApiOp(g, "causal_mask", {s})});
   int64_t flat[2] = {R, kC};
   shape_attr.ints = flat;
   shape_attr.num_ints = 2;
-  htr_value_t y = FOp(g, "reshape", {FOp(g, "matmul", {a, v})}, {shape_attr});
-  htr_value_t logits = FOp(g, "matmul", {y, p[6]});
-  htr_value_t loss = FOp(g, "cross_entropy", {logits, t});
-  FZ_REQUIRE(htr_graph_output(g, "loss", loss));
+  htr_value_t y = ApiOp(g, "reshape", {ApiOp(g, "matmul", {a, v})}, {shape_attr});
+  htr_value_t logits = ApiOp(g, "matmul", {y, p[6]});
+  htr_value_t loss = ApiOp(g, "cross_entropy", {logits, t});
+  API_REQUIRE(htr_graph_output(g, "loss", loss));
   htr_value_t grads[7];
-  FZ_REQUIRE(htr_graph_gradients(g, loss, p, 7, grads));
-  for (int i = 0; i < 7; ++i) FZ_REQUIRE(htr_graph_output(g, (std::string("d_") + kParams[i]).c_str(), grads[i]));
+  API_REQUIRE(htr_graph_gradients(g, loss, p, 7, grads));
+  for (int i = 0; i < 7; ++i) API_REQUIRE(htr_graph_output(g, (std::string("d_") + kParams[i]).c_str(), grads[i]));
 
   htr_executable_options_t o;
   std::memset(&o, 0, sizeof(o));
   o.struct_size = sizeof(o);
   o.disable_fusion = disable_fusion;
   htr_executable_t* e = nullptr;
-  FZ_REQUIRE(htr_executable_create(g, env.dev, &o, &e));
+  API_REQUIRE(htr_executable_create(g, env.dev, &o, &e));
   htr_graph_destroy(g);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (int i = 0; i < 7; ++i) {
     htr_tensor_t* st = nullptr;
-    FZ_REQUIRE(htr_executable_get_state(e, kParams[i], &st));
+    API_REQUIRE(htr_executable_get_state(e, kParams[i], &st));
     std::vector<float> vals(static_cast<size_t>(htr_tensor_numel(st)));
     for (auto& val : vals) val = (i == 4 ? 1.0f : 0.0f) + nd(rng) * 0.3f;
-    FZ_REQUIRE(htr_tensor_copy_from_host(st, vals.data(), vals.size() * 4, nullptr));
+    API_REQUIRE(htr_tensor_copy_from_host(st, vals.data(), vals.size() * 4, nullptr));
     htr_tensor_release(st);
   }
   std::vector<float> xv(static_cast<size_t>(R * kC));
@@ -136,22 +96,22 @@ Result RunBlock(FzEnv& env, int disable_fusion) {
   for (size_t i = 0; i < tv.size(); ++i) tv[i] = static_cast<int32_t>((i * 7) % kV);
   tv[3] = -100;  // ignored
   htr_tensor_t *xt = nullptr, *tt = nullptr;
-  FZ_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, 2, xs, &xt));
-  FZ_REQUIRE(htr_tensor_copy_from_host(xt, xv.data(), xv.size() * 4, nullptr));
-  FZ_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_I32, 1, ts, &tt));
-  FZ_REQUIRE(htr_tensor_copy_from_host(tt, tv.data(), tv.size() * 4, nullptr));
-  FZ_REQUIRE(htr_executable_set_input(e, "x", xt));
-  FZ_REQUIRE(htr_executable_set_input(e, "t", tt));
+  API_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, 2, xs, &xt));
+  API_REQUIRE(htr_tensor_copy_from_host(xt, xv.data(), xv.size() * 4, nullptr));
+  API_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_I32, 1, ts, &tt));
+  API_REQUIRE(htr_tensor_copy_from_host(tt, tv.data(), tv.size() * 4, nullptr));
+  API_REQUIRE(htr_executable_set_input(e, "x", xt));
+  API_REQUIRE(htr_executable_set_input(e, "t", tt));
   htr_tensor_release(xt);
   htr_tensor_release(tt);
-  FZ_REQUIRE(htr_executable_run(e, nullptr));
-  FZ_REQUIRE(htr_executable_run(e, nullptr));  // a second run reuses the compiled kernels
+  API_REQUIRE(htr_executable_run(e, nullptr));
+  API_REQUIRE(htr_executable_run(e, nullptr));  // a second run reuses the compiled kernels
   Result res;
   auto read = [&](const std::string& name) {
     htr_tensor_t* out = nullptr;
-    FZ_REQUIRE(htr_executable_output(e, name.c_str(), &out));
+    API_REQUIRE(htr_executable_output(e, name.c_str(), &out));
     std::vector<float> vals(static_cast<size_t>(htr_tensor_numel(out)));
-    FZ_REQUIRE(htr_tensor_copy_to_host(out, vals.data(), vals.size() * 4, nullptr));
+    API_REQUIRE(htr_tensor_copy_to_host(out, vals.data(), vals.size() * 4, nullptr));
     htr_tensor_release(out);
     return vals;
   };
@@ -161,7 +121,7 @@ Result RunBlock(FzEnv& env, int disable_fusion) {
     htr_executable_op_info_t info;
     std::memset(&info, 0, sizeof(info));
     info.struct_size = sizeof(info);
-    FZ_REQUIRE(htr_executable_op_info(e, i, &info));
+    API_REQUIRE(htr_executable_op_info(e, i, &info));
     res.impls.push_back(info.impl);
     if (std::string(info.impl).rfind("fused:", 0) == 0) {
       CHECK(info.num_graph_ops >= 1);
@@ -171,7 +131,7 @@ Result RunBlock(FzEnv& env, int disable_fusion) {
     }
   }
   res.stats.struct_size = sizeof(res.stats);
-  FZ_REQUIRE(htr_executable_plan_stats(e, &res.stats));
+  API_REQUIRE(htr_executable_plan_stats(e, &res.stats));
   htr_executable_destroy(e);
   return res;
 }
@@ -195,7 +155,7 @@ bool Has(const std::vector<std::string>& v, const std::string& s) {
 }  // namespace
 
 TEST_CASE("fused and unfused executables agree; the plan names the fused groups", "[graph][fusion]") {
-  FzEnv env;
+  CpuRuntime env;
   Result fused = RunBlock(env, 0), plain = RunBlock(env, 1);
   INFO("loss fused " << fused.loss << " unfused " << plain.loss);
   CHECK(std::fabs(fused.loss - plain.loss) <= 1e-5 * std::fabs(plain.loss));
@@ -251,41 +211,41 @@ htr_attr_t IntAttr(const char* name, int64_t v) {
 }
 
 // softmax(x) over the last axis written as primitive ops; returns y and the plan's impls.
-std::vector<float> RunSoftmaxChain(FzEnv& env, int disable_fusion, const std::vector<float>& xv,
+std::vector<float> RunSoftmaxChain(CpuRuntime& env, int disable_fusion, const std::vector<float>& xv,
                                    const std::vector<int64_t>& shape, std::vector<std::string>* impls) {
   htr_graph_t* g = nullptr;
-  FZ_REQUIRE(htr_graph_create(&g));
+  API_REQUIRE(htr_graph_create(&g));
   htr_value_t x;
-  FZ_REQUIRE(htr_graph_input(g, "x", HTR_DTYPE_F32, static_cast<uint32_t>(shape.size()), shape.data(), &x));
+  API_REQUIRE(htr_graph_input(g, "x", HTR_DTYPE_F32, static_cast<uint32_t>(shape.size()), shape.data(), &x));
   const int64_t last = -1;
   std::vector<htr_attr_t> red = {IntsAttr("axes", &last, 1), IntAttr("keepdims", 1)};
-  htr_value_t m = FOp(g, "max", {x}, red);
-  htr_value_t e = FOp(g, "exp", {FOp(g, "sub", {x, m})});
-  htr_value_t y = FOp(g, "div", {e, FOp(g, "sum", {e}, red)});
-  FZ_REQUIRE(htr_graph_output(g, "y", y));
+  htr_value_t m = ApiOp(g, "max", {x}, red);
+  htr_value_t e = ApiOp(g, "exp", {ApiOp(g, "sub", {x, m})});
+  htr_value_t y = ApiOp(g, "div", {e, ApiOp(g, "sum", {e}, red)});
+  API_REQUIRE(htr_graph_output(g, "y", y));
   htr_executable_options_t o;
   std::memset(&o, 0, sizeof(o));
   o.struct_size = sizeof(o);
   o.disable_fusion = disable_fusion;
   htr_executable_t* ex = nullptr;
-  FZ_REQUIRE(htr_executable_create(g, env.dev, &o, &ex));
+  API_REQUIRE(htr_executable_create(g, env.dev, &o, &ex));
   htr_graph_destroy(g);
   htr_tensor_t* xt = nullptr;
-  FZ_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, static_cast<uint32_t>(shape.size()), shape.data(), &xt));
-  FZ_REQUIRE(htr_tensor_copy_from_host(xt, xv.data(), xv.size() * 4, nullptr));
-  FZ_REQUIRE(htr_executable_set_input(ex, "x", xt));
+  API_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, static_cast<uint32_t>(shape.size()), shape.data(), &xt));
+  API_REQUIRE(htr_tensor_copy_from_host(xt, xv.data(), xv.size() * 4, nullptr));
+  API_REQUIRE(htr_executable_set_input(ex, "x", xt));
   htr_tensor_release(xt);
-  FZ_REQUIRE(htr_executable_run(ex, nullptr));
+  API_REQUIRE(htr_executable_run(ex, nullptr));
   htr_tensor_t* out = nullptr;
-  FZ_REQUIRE(htr_executable_output(ex, "y", &out));
+  API_REQUIRE(htr_executable_output(ex, "y", &out));
   std::vector<float> yv(static_cast<size_t>(htr_tensor_numel(out)));
-  FZ_REQUIRE(htr_tensor_copy_to_host(out, yv.data(), yv.size() * 4, nullptr));
+  API_REQUIRE(htr_tensor_copy_to_host(out, yv.data(), yv.size() * 4, nullptr));
   htr_tensor_release(out);
   for (uint32_t i = 0; i < htr_executable_op_count(ex); ++i) {
     htr_executable_op_info_t info;
     std::memset(&info, 0, sizeof(info));
     info.struct_size = sizeof(info);
-    FZ_REQUIRE(htr_executable_op_info(ex, i, &info));
+    API_REQUIRE(htr_executable_op_info(ex, i, &info));
     impls->push_back(info.impl);
   }
   htr_executable_destroy(ex);
@@ -295,7 +255,7 @@ std::vector<float> RunSoftmaxChain(FzEnv& env, int disable_fusion, const std::ve
 }  // namespace
 
 TEST_CASE("the softmax op chain runs as one fused kernel and matches the unfused ops", "[graph][fusion]") {
-  FzEnv env;
+  CpuRuntime env;
   // Row lengths 100 (masked lanes in a 128-lane tile) and 128; large logits so that a missing
   // max subtraction would overflow exp.
   for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 3, 7, 100}, std::vector<int64_t>{64, 128}}) {
