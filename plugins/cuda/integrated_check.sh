@@ -1,43 +1,122 @@
 #!/bin/bash
-# integrated_check.sh — issue 8's H200 must-shows in one call, from a bundle made by
-#   plugins/cuda/device_check.sh pack BUILD DIR    # (htr-train, data.txt, cuda plugin, tests, benches)
-# plus the cpu plugin and its libraries (oneDNN and OpenBLAS xz-packed to stay under the 64 MiB
-# carry limit):
-#   cp -L BUILD/plugins/cpu/libhtr_cpu.so DIR/plugins/
-#   ldd BUILD/plugins/cpu/libhtr_cpu.so  -> copy the non-glibc libraries into DIR/lib
-#   (cd DIR/lib && tar cJf ../cpulibs.tar.xz libdnnl.so.2 libopenblas.so.0 && rm libdnnl.so.2 libopenblas.so.0)
-#   cp plugins/cuda/integrated_check.sh DIR/
-# There: bash DIR/integrated_check.sh OUT. It trains tiny 50 steps on cpu:0 and on cuda:0 (whole-step
-# graphs and row kernels on; then HTR_GRAPHS=0; then HTR_CUDA_ROW_THREADS=0) and compares the loss
-# curves step by step, runs the bf16 8192^3 matmul bench with PyTorch, the overhead bench, the
-# conformance kit and the GPU kernel tests. Lead's run, session 4: plugins/cuda/README.md.
+# integrated_check.sh — the lead's one-call H200 check of the integrated tree (issues 7, 8, 9).
+#
+#   plugins/cuda/integrated_check.sh pack BUILD DIR   # here: bundle (< 64 MiB) into an ignored DIR
+#   bash DIR/integrated_check.sh run OUT              # there (carry DIR and .gl)
+#
+# pack: plugins/cuda/device_check.sh pack (htr-train, benches, tests, cuda plugin, corpus) plus the
+# cpu plugin (oneDNN and OpenBLAS xz-packed to stay under the carry limit), the vulkan plugin,
+# test_cuda_attention and tools/compare_loss_curve.py.
+# run: sections from $SECTIONS (default: all, in this order; each bounded by `timeout`):
+#   parity     tiny 50 steps cpu:0 vs cuda:0 (whole-step graphs and row kernels on; then HTR_GRAPHS=0),
+#              worst per-step relative loss difference
+#   gpu        test_cuda_kernels [gpu], test_cuda_attention [gpu]
+#   conform    htr-conform on the cuda plugin
+#   attention  htr-bench-gpu attention-gpu (B8 H12 T1024 D64 and T4096 D128, bf16, causal) with
+#              PyTorch SDPA in the same run
+#   matmul     htr-bench-gpu matmul-gpu bf16 8192^3 (cuBLASLt and the DSL) with PyTorch
+#   vulkan     the Vulkan loader from .gl; matmul-gpu on vulkan:0 (f16 cooperative matrices, f32;
+#              4096 and 8192) with PyTorch, htr-conform on the vulkan plugin
+#   train      htr-bench-gpu train --preset gpt2 (B16 T1024, bf16) on $TRAIN_DEVICES with PyTorch
+#              (torch.compile, bf16 autocast) on the same GPU
+#   curve      tools/compare_loss_curve.py on cuda:0 ($CURVE_ARGS)
+# Lead's runs: plugins/cuda/README.md and plugins/vulkan/README.md.
 set +e +o pipefail
+case "${1:-}" in
+pack)
+  B=$2 D=$3
+  S=$(cd "$(dirname "$0")/../.." && pwd)
+  bash "$S/plugins/cuda/device_check.sh" pack "$B" "$D" >/dev/null || exit 1
+  cp -L "$B/plugins/cpu/libhtr_cpu.so" "$B/plugins/vulkan/libhtr_vulkan.so" "$D/plugins/"
+  [ -x "$B/tests/cuda/test_cuda_attention" ] && cp -L "$B/tests/cuda/test_cuda_attention" "$D/bin/"
+  for f in "$D/plugins/libhtr_cpu.so" "$D/plugins/libhtr_vulkan.so" "$D/bin/test_cuda_attention"; do
+    [ -f "$f" ] || continue
+    ldd "$f" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+      case "$name" in
+        libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*|libhtr.so.*) ;;
+        *) cp -Ln "$path" "$D/lib/" ;;
+      esac
+    done
+  done
+  strip --strip-debug "$D"/plugins/* "$D"/bin/* "$D"/lib/* 2>/dev/null
+  (cd "$D/lib" && tar cJf ../cpulibs.tar.xz libdnnl.so.* libopenblas.so.* && rm -f libdnnl.so.* libopenblas.so.*)
+  rm -rf "$D/glibc"
+  cp "$S/tools/compare_loss_curve.py" "$0" "$D/"
+  du -sh "$D"
+  exit 0
+  ;;
+run) ;;
+*) echo "usage: $0 pack BUILD DIR | run OUT" >&2; exit 2 ;;
+esac
 D=$(cd "$(dirname "$0")" && pwd)
+OUT=${2:-/tmp/lead}; mkdir -p "$OUT"
 tar xJf "$D/cpulibs.tar.xz" -C "$D/lib"
-OUT=${1:-/tmp/lead}; mkdir -p "$OUT"
 vendor=""
 for lib in libnvrtc.so.13 libcublasLt.so.13 libnccl.so.2; do
   p=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/lib /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -maxdepth 8 -name "$lib" 2>/dev/null | head -1)
   [ -n "$p" ] && vendor="$vendor:$(dirname "$p")"
 done
-PRE="env LD_LIBRARY_PATH=$D/lib:${vendor#:}"
-export HTR_PLUGIN_PATH="$D/plugins" HTR_TEST_CUDA_PLUGIN="$D/plugins/libhtr_cuda.so" HTR_CACHE_DIR="$OUT/cache" NCCL_NVLS_ENABLE=0
+export LD_LIBRARY_PATH="$D/lib$vendor" HTR_PLUGIN_PATH="$D/plugins" HTR_TEST_CUDA_PLUGIN="$D/plugins/libhtr_cuda.so"
+export HTR_CACHE_DIR="$OUT/cache" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+PY=$(command -v python3)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-A="--preset tiny --steps 50 --seed 1337 --eval-every 0 --sample-tokens 0 --data-order sequential --progress plain --print-every 50 --data $D/data.txt"
+T0=$(date +%s)
+stamp() { echo "== $1 ($(( $(date +%s) - T0 )) s)"; }
+short() { sed 's/.*"impl":"\([^"]*\)".*"metric":"\([^"]*\)".*"value":\([0-9.e+-]*\).*/\1 \2 \3/'; }
 cmp() { awk -F, -v l="$3" 'FNR==1{next} NR==FNR{c[$1]=$2;next} ($1 in c){d=$2-c[$1]; if(d<0)d=-d; m=c[$1]<0?-c[$1]:c[$1]; r=d/m; if(r>w){w=r;ws=$1} n++} END{printf "%s: %d steps, worst relative difference %.3g (step %s)\n", l, n, w, ws}' "$1" "$2"; }
-timeout 120 $PRE $D/bin/htr-train --device cpu:0 $A --out-dir "$OUT/cpu" 2>&1 | grep "steps in"
-HTR_LOG=info timeout 120 $PRE $D/bin/htr-train --device cuda:0 $A --out-dir "$OUT/cuda" > "$OUT/cuda.log" 2>&1; grep -E "steps in|step graph|captured" "$OUT/cuda.log" | head -3
-HTR_GRAPHS=0 timeout 120 $PRE $D/bin/htr-train --device cuda:0 $A --out-dir "$OUT/eager" 2>&1 | grep "steps in"
-HTR_CUDA_ROW_THREADS=0 timeout 120 $PRE $D/bin/htr-train --device cuda:0 $A --out-dir "$OUT/norow" 2>&1 | grep "steps in"
-cmp "$OUT/cpu/loss.csv" "$OUT/cuda/loss.csv" "cuda (graphs, row kernels) vs cpu"
-cmp "$OUT/eager/loss.csv" "$OUT/cuda/loss.csv" "cuda graphs vs eager"
-cmp "$OUT/norow/loss.csv" "$OUT/cuda/loss.csv" "cuda row kernels vs per-thread"
-cmp "$OUT/cpu/loss.csv" "$OUT/norow/loss.csv" "cuda per-thread vs cpu"
-echo "== matmul-gpu"
-timeout 100 $PRE $D/bin/htr-bench-gpu matmul-gpu --size 8192 --dtype bf16 --dsl-sizes 8192 --python python3 2>&1 | grep '"ratio"\|tflops' | sed 's/.*"impl":"\([^"]*\)".*"metric":"\([^"]*\)".*"value":\([0-9.]*\).*/\1 \2 \3/'
-echo "== overhead"
-timeout 60 $PRE $D/bin/htr-bench-gpu overhead 2>&1 | sed 's/.*"impl":"\([^"]*\)".*"metric":"\([^"]*\)".*"value":\([0-9.]*\).*/\1 \2 \3/' | tail -22
-echo "== conform"
-timeout 150 $PRE $D/bin/htr-conform --plugin "$D/plugins/libhtr_cuda.so" > "$OUT/conform.txt" 2>&1; echo "rc=$?"; tail -1 "$OUT/conform.txt"; grep " FAIL " "$OUT/conform.txt"
-echo "== test_cuda_kernels [gpu]"
-timeout 60 $PRE $D/bin/test_cuda_kernels "[gpu]" 2>&1 | tail -2
+for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; do
+  stamp "$sec"
+  case $sec in
+  parity)
+    A="--preset tiny --steps 50 --seed 1337 --eval-every 0 --sample-tokens 0 --data-order sequential --progress plain --print-every 50 --data $D/data.txt"
+    timeout 120 "$D/bin/htr-train" --device cpu:0 $A --out-dir "$OUT/cpu" 2>&1 | grep "steps in"
+    HTR_LOG=info timeout 120 "$D/bin/htr-train" --device cuda:0 $A --out-dir "$OUT/cuda" > "$OUT/cuda.log" 2>&1
+    grep -E "plan:|steps in|step graph|captured" "$OUT/cuda.log" | head -4
+    HTR_GRAPHS=0 timeout 120 "$D/bin/htr-train" --device cuda:0 $A --out-dir "$OUT/eager" 2>&1 | grep "steps in"
+    cmp "$OUT/cpu/loss.csv" "$OUT/cuda/loss.csv" "cuda (graphs, row kernels) vs cpu"
+    cmp "$OUT/eager/loss.csv" "$OUT/cuda/loss.csv" "cuda graphs vs eager"
+    ;;
+  gpu)
+    timeout 90 "$D/bin/test_cuda_kernels" "[gpu]" 2>&1 | tail -2
+    [ -x "$D/bin/test_cuda_attention" ] && timeout 90 "$D/bin/test_cuda_attention" "[gpu]" 2>&1 | tail -2
+    ;;
+  conform)
+    timeout 150 "$D/bin/htr-conform" --plugin "$D/plugins/libhtr_cuda.so" > "$OUT/conform-cuda.txt" 2>&1
+    echo "rc=$?"; tail -1 "$OUT/conform-cuda.txt"; grep " FAIL " "$OUT/conform-cuda.txt"
+    ;;
+  attention)
+    for s in 8,12,1024,64 8,12,4096,128; do
+      timeout 90 "$D/bin/htr-bench-gpu" attention-gpu --device cuda:0 --shapes $s --tiles 64x64 --python "$PY" \
+        > "$OUT/attention-$s.jsonl" 2> "$OUT/attention-$s.err"; echo "attention $s rc=$?"
+      grep -E '"ratio"|_ms"|bytes' "$OUT/attention-$s.jsonl" | short; tail -2 "$OUT/attention-$s.err"
+    done
+    ;;
+  matmul)
+    timeout 100 "$D/bin/htr-bench-gpu" matmul-gpu --size 8192 --dtype bf16 --dsl-sizes 8192 --python "$PY" 2>&1 |
+      grep '"ratio"\|tflops' | short
+    ;;
+  vulkan)
+    for f in "$D"/../.gl/*.deb .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done; ldconfig
+    [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
+      export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    for dt in ${VK_DTYPES:-f16 f32}; do
+      timeout 120 "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype $dt --size 8192 --dsl-sizes 4096,8192 --python "$PY" 2>&1 |
+        grep '"ratio"\|tflops' | short
+    done
+    timeout 200 "$D/bin/htr-conform" --plugin "$D/plugins/libhtr_vulkan.so" > "$OUT/conform-vulkan.txt" 2>&1
+    echo "conform vulkan rc=$?"; tail -1 "$OUT/conform-vulkan.txt"; grep " FAIL " "$OUT/conform-vulkan.txt"
+    ;;
+  train)
+    timeout ${TRAIN_TIMEOUT:-240} "$D/bin/htr-bench-gpu" train --preset gpt2 --batch 16 --seq 1024 --precision bf16 \
+      --device ${TRAIN_DEVICES:-cuda:0} --warmup 2 --steps 3 --timeout-s ${TRAIN_HTR_TIMEOUT:-150} --python "$PY" \
+      > "$OUT/train-gpt2.jsonl" 2> "$OUT/train-gpt2.err"
+    echo "train rc=$?"; cat "$OUT/train-gpt2.jsonl"; tail -5 "$OUT/train-gpt2.err"
+    ;;
+  curve)
+    timeout ${CURVE_TIMEOUT:-120} "$PY" "$D/compare_loss_curve.py" --htr-train "$D/bin/htr-train" --device cuda:0 \
+      --torch-device cuda --data "$D/data.txt" --workdir "$OUT/curve" --json "$OUT/curve.json" \
+      ${CURVE_ARGS:---preset tiny --steps 200 --warmup 10} 2>&1 | tail -8
+    ;;
+  esac
+done
+stamp done
