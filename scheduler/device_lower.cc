@@ -24,6 +24,7 @@ constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr uint32_t kSumChunk = 64;    // reduced elements per inner partial sum (train_kernels.h)
 constexpr uint32_t kReduceBlock = 16;  // lanes per program of the strided reductions (see Reduce)
+constexpr int64_t kSliceRows = 512;    // reduced elements per slice of the split sums (see Reduce)
 
 Status Unimpl(const std::string& op, const std::string& why) { return ops::Unimplemented(op + ": " + why); }
 
@@ -453,6 +454,23 @@ Status Lowering::Reduce() {
   PushDims(ri, &a);
   PushStrides(ri, 0, &a);
   a.push_back(Flt(scale));
+  // Long sums with few outputs (bias gradients: r = batch x sequence, m = width) split over the
+  // reduced elements too: slices of kSliceRows, one partial per slice and output into scratch,
+  // then the partials added in slice order. One program per 16 outputs walking all r elements left
+  // a GPU nearly idle (gpt2 B16 T1024 on an H200: 11.3 ms per bias gradient, 43% of the step).
+  if (!is_max && r >= 4 * kSliceRows) {
+    const int64_t slices = (r + kSliceRows - 1) / kSliceRows;
+    out_->scratch_bytes = {static_cast<uint64_t>(slices * m) * 4};
+    std::vector<FusedArg> sa = a;
+    sa[1] = Scr(0);
+    sa.push_back(Int(kSliceRows));
+    HTR_OPS_RETURN_IF_ERROR(Launch("reduce_sum_slices",
+                                   [&](std::vector<uint8_t>* ir) { return K::BuildReduceSumSlices(dt, block, kSumChunk, ir); },
+                                   std::move(sa), Blocks(m, block), static_cast<uint32_t>(slices)));
+    return Launch("reduce_sum_partials",
+                  [&](std::vector<uint8_t>* ir) { return K::BuildReduceSumPartials(dt, kBlock, ir); },
+                  {Scr(0), Val(OutV(0)), Int(m), Int(slices), Flt(scale)}, Blocks(m, kBlock));
+  }
   // Long sums (bias gradients: r = batch x sequence) in chunks: f32 rounding error grows with
   // chunk + r / chunk instead of r (nearer the reference kernel's double accumulation).
   if (!is_max && r > kSumChunk)

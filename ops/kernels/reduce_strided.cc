@@ -23,10 +23,12 @@ Value Offset4(Value i, Value d1, Value d2, Value d3, const Value* s) {
 // The arguments every strided reduction takes (train_kernels.h), this lane's output index `o`,
 // its mask and the element offset of its first reduced element.
 struct StridedReduceArgs {
-  Value X, O, m, r, od[3], os[4], rd[3], rs[4], scale, o, mo, base;
-  StridedReduceArgs(Builder& b, htr_dtype_t dt, uint32_t block) {
+  Value X, O, m, r, od[3], os[4], rd[3], rs[4], scale, per, o, mo, base;
+  // out_dt: the output's dtype (dt when INVALID); sliced: one more argument, rows_per_slice (per).
+  StridedReduceArgs(Builder& b, htr_dtype_t dt, uint32_t block, htr_dtype_t out_dt = HTR_DTYPE_INVALID,
+                    bool sliced = false) {
     X = b.arg_ptr("x", dt, true);
-    O = b.arg_ptr("out", dt);
+    O = b.arg_ptr("out", out_dt == HTR_DTYPE_INVALID ? dt : out_dt);
     m = b.arg_scalar("m", HTR_DTYPE_I32);
     r = b.arg_scalar("r", HTR_DTYPE_I32);
     for (int k = 0; k < 3; ++k) od[k] = b.arg_scalar("od" + std::to_string(k + 1), HTR_DTYPE_I32);
@@ -34,6 +36,7 @@ struct StridedReduceArgs {
     for (int k = 0; k < 3; ++k) rd[k] = b.arg_scalar("rd" + std::to_string(k + 1), HTR_DTYPE_I32);
     for (int k = 0; k < 4; ++k) rs[k] = b.arg_scalar("rs" + std::to_string(k), HTR_DTYPE_I32);
     scale = b.arg_scalar("scale", HTR_DTYPE_F32);
+    if (sliced) per = b.arg_scalar("rows_per_slice", HTR_DTYPE_I32);
     o = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
     mo = o < m;
     base = Offset4(o, od[0], od[1], od[2], os);
@@ -78,6 +81,49 @@ Status BuildReduceSumChunked(htr_dtype_t dt, uint32_t block, uint32_t chunk, std
   });
   if (!b.ok()) return b.status();
   b.store(a.O + a.o, b.cast(res[0] * a.scale, dt), a.mo);
+  return b.serialize(ir);
+}
+
+// Slice s = program_id(1) of the reduced elements, [s * rows_per_slice, min((s + 1) *
+// rows_per_slice, r)), summed in chunks of `chunk` as BuildReduceSumChunked does; the f32 partial
+// goes to out[s * m + o] (scale is not applied here).
+Status BuildReduceSumSlices(htr_dtype_t dt, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir) {
+  Builder b("reduce_sum_slices");
+  StridedReduceArgs a(b, dt, block, HTR_DTYPE_F32, true);
+  Value per = a.per;
+  Value s = b.program_id(1);
+  Value jb = s * per;
+  Value je = b.where(jb + per < a.r, jb + per, a.r);
+  const int32_t ch = static_cast<int32_t>(chunk);
+  auto res = b.for_range(jb, je, b.i32(ch), {b.zeros({block}, HTR_DTYPE_F32)},
+                         [&](Value j0, const std::vector<Value>& outer) {
+    Value part = b.zeros({block}, HTR_DTYPE_F32);
+    auto in = b.for_range(b.i32(0), b.i32(ch), b.i32(1), {part}, [&](Value dj, const std::vector<Value>& inner) {
+      Value j = j0 + dj;
+      Value x = b.cast(b.load(a.X + a.At(j), a.mo & b.splat(j < je, {block}), b.constant(0.0, dt)), HTR_DTYPE_F32);
+      return std::vector<Value>{inner[0] + x};
+    });
+    return std::vector<Value>{outer[0] + in[0]};
+  });
+  if (!b.ok()) return b.status();
+  b.store(a.O + (s * a.m + a.o), res[0], a.mo);
+  return b.serialize(ir);
+}
+
+// out[o] = scale * sum over s < slices of partial[s * m + o], in slice order.
+Status BuildReduceSumPartials(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
+  Builder b("reduce_sum_partials");
+  Value P = b.arg_ptr("partial", HTR_DTYPE_F32, true), O = b.arg_ptr("out", dt);
+  Value m = b.arg_scalar("m", HTR_DTYPE_I32), slices = b.arg_scalar("slices", HTR_DTYPE_I32);
+  Value scale = b.arg_scalar("scale", HTR_DTYPE_F32);
+  Value o = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
+  Value mo = o < m;
+  auto res = b.for_range(b.i32(0), slices, b.i32(1), {b.zeros({block}, HTR_DTYPE_F32)},
+                         [&](Value k, const std::vector<Value>& acc) {
+    return std::vector<Value>{acc[0] + b.load(P + (k * m + o), mo)};
+  });
+  if (!b.ok()) return b.status();
+  b.store(O + o, b.cast(res[0] * scale, dt), mo);
   return b.serialize(ir);
 }
 

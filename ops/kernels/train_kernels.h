@@ -84,6 +84,13 @@ Status BuildReduceStrided(ReduceKind kind, htr_dtype_t dtype, uint32_t block, st
 // close to the double-accumulating reference kernel. Deterministic (fixed order per output).
 // Same arguments as BuildReduceStrided with ReduceKind::kSum.
 Status BuildReduceSumChunked(htr_dtype_t dtype, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir);
+// The same sum split over the reduced elements, for long sums with few outputs (bias gradients on
+// GPUs: r = batch x sequence, m = width): BuildReduceSumSlices (BuildReduceSumChunked's arguments
+// with an f32 `out` of slices x m partials, plus rows_per_slice; grid axis 1 = slice) writes one
+// partial per slice and output; BuildReduceSumPartials (partial, out, m, slices, scale) adds them in
+// slice order. Deterministic.
+Status BuildReduceSumSlices(htr_dtype_t dtype, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir);
+Status BuildReduceSumPartials(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildSumSquares(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildAdamWStep(htr_dtype_t dtype, htr_dtype_t lr_dtype, htr_dtype_t step_dtype, uint32_t block,
                       std::vector<uint8_t>* ir);

@@ -5,7 +5,9 @@
 //  - cross_entropy_with_grad against cross_entropy + cross_entropy_backward (ignored and
 //    out-of-range targets, rows over several tiles): bit-identical;
 //  - layernorm_backward_residual against layernorm_backward + r: within f32 rounding (the
-//    compiler may contract the add into an FMA).
+//    compiler may contract the add into an FMA);
+//  - reduce_sum_slices + reduce_sum_partials (the device mode's split bias-gradient sums) against
+//    a double-precision column sum.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -233,5 +235,49 @@ TEST_CASE("layernorm_backward_residual adds the residual gradient", "[epilogue]"
     }
     INFO("worst " << worst);
     CHECK(worst <= 1e-6);
+  }
+}
+
+// The split column sum of the device mode's long reductions (device_lower.cc Reduce: bias
+// gradients): reduce_sum_slices writes one f32 partial per slice of rows_per_slice rows and
+// column, reduce_sum_partials adds them in slice order and scales. x is [r, m] row-major, the sum
+// runs over the rows (kept dim m, stride 1; reduced dim r, stride m), r not a multiple of the slice
+// nor of the chunk, m not a multiple of the 16 lanes.
+TEST_CASE("reduce_sum_slices + reduce_sum_partials sum long columns", "[epilogue]") {
+  const int64_t r = 3001, m = 40, per = 512, slices = (r + per - 1) / per;
+  const uint32_t lanes = 16, block = 256;
+  const double scale = 0.5;
+  const std::vector<float> x = Rand(static_cast<size_t>(r * m), 77);
+  std::vector<double> ref(static_cast<size_t>(m), 0.0);
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t c = 0; c < m; ++c) ref[static_cast<size_t>(c)] += x[static_cast<size_t>(i * m + c)];
+  for (double& v : ref) v *= scale;
+  std::vector<uint8_t> slices_ir, partials_ir;
+  REQUIRE(BuildReduceSumSlices(HTR_DTYPE_F32, lanes, 64, &slices_ir).ok());
+  REQUIRE(BuildReduceSumPartials(HTR_DTYPE_F32, block, &partials_ir).ok());
+  for (const char* mode : kModes) {
+    INFO(mode);
+    Env env;
+    htr_tensor_t* partial = env.f32(std::vector<float>(static_cast<size_t>(slices * m), -1.0f));
+    htr_tensor_t* out = env.f32(std::vector<float>(static_cast<size_t>(m), -1.0f));
+    // x, out, m, r, od1..od3, os0..os3, rd1..rd3, rs0..rs3, scale, rows_per_slice
+    env.run(slices_ir, mode, static_cast<uint32_t>((m + lanes - 1) / lanes), static_cast<uint32_t>(slices),
+            {T(env.f32(x)), T(partial), I(m), I(r), I(1), I(1), I(1), I(1), I(0), I(0), I(0), I(1), I(1), I(1),
+             I(m), I(0), I(0), I(0), F(scale), I(per)});
+    env.run(partials_ir, mode, 1, 1, {T(partial), T(out), I(m), I(slices), F(scale)});
+    const std::vector<float> got = env.get(out);
+    const std::vector<float> parts = env.get(partial);
+    for (int64_t c = 0; c < m; ++c) {
+      INFO("column " << c);
+      REQUIRE(std::fabs(got[static_cast<size_t>(c)] - ref[static_cast<size_t>(c)]) <=
+              1e-5 * (1.0 + std::fabs(ref[static_cast<size_t>(c)])));
+      double s = 0;  // the partials are the slices' own sums
+      for (int64_t k = 0; k < slices; ++k) s += parts[static_cast<size_t>(k * m + c)];
+      REQUIRE(std::fabs(s * scale - ref[static_cast<size_t>(c)]) <= 1e-5 * (1.0 + std::fabs(ref[static_cast<size_t>(c)])));
+    }
+    // The last slice holds rows 2560..3000 only: its partial of column 0 is their sum.
+    double last = 0;
+    for (int64_t i = (slices - 1) * per; i < r; ++i) last += x[static_cast<size_t>(i * m)];
+    REQUIRE(std::fabs(parts[static_cast<size_t>((slices - 1) * m)] - last) <= 1e-5 * (1.0 + std::fabs(last)));
   }
 }
