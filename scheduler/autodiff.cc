@@ -1,9 +1,14 @@
 // Reverse mode over the node list: nodes are in topological order, so one forward sweep marks what
 // depends on a wrt, one backward sweep marks what the loss depends on, and a reverse walk over nodes
-// in both sets calls each op's gradient builder. Fan-out is handled by summing contributions as they
-// arrive (add), so each value has one gradient value by the time its producer is visited.
+// in both sets calls each op's gradient builder. Fan-out: a value's gradient contributions are
+// collected as they arrive and combined when the gradient is first read (its producer is visited,
+// or it is a wrt): summed left to right in arrival order (add), except when every contribution is a
+// pad_slice (the gradient of a slice) along one axis with step 1 whose ranges tile the whole axis —
+// q, k and v sliced from one projection — which become one concat of the slices' gradients (the
+// same numbers, without full-size zero padding and adds).
 #include "autodiff.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace htr::sched {
@@ -44,26 +49,72 @@ Status Gradients(Graph* g, ValueId loss, const std::vector<ValueId>& wrt, std::v
   }
 
   Graph::Mark mark = g->BeginBuild();
-  std::unordered_map<ValueId, ValueId> grad;
+  // Contributions per value, in arrival order; Combine() turns them into the one gradient value.
+  std::unordered_map<ValueId, std::vector<ValueId>> grad;
   auto accumulate = [&](ValueId v, ValueId d) {
-    if (d == kNoValue) return;
-    auto it = grad.find(v);
-    if (it == grad.end()) {
-      grad[v] = d;
-    } else {
-      it->second = g->Op1("add", {it->second, d});
+    if (d != kNoValue) grad[v].push_back(d);
+  };
+  // The pad_slice node producing `d`, or nullptr.
+  auto pad_slice_of = [&](ValueId d) -> const Node* {
+    const Value& val = g->values()[d];
+    if (val.kind != ValueKind::kNode) return nullptr;
+    const Node& n = g->nodes()[val.node];
+    return n.def->name == "pad_slice" ? &n : nullptr;
+  };
+  // Concat of the pad_slices' inputs when they tile their axis exactly; kNoValue otherwise.
+  auto tiled_concat = [&](const std::vector<ValueId>& parts) -> ValueId {
+    struct Piece {
+      int64_t start, len;
+      ValueId dy;
+    };
+    std::vector<Piece> pieces;
+    int64_t axis = -1, size = -1;
+    for (ValueId d : parts) {
+      const Node* n = pad_slice_of(d);
+      if (!n || n->attrs.GetInt("step") != 1) return kNoValue;
+      const int64_t a = n->attrs.GetInt("axis"), sz = n->attrs.GetInt("size");
+      if (axis >= 0 && (a != axis || sz != size)) return kNoValue;
+      axis = a;
+      size = sz;
+      const ops::Shape& ds = g->Info(n->inputs[0]).shape;
+      if (a < 0 || static_cast<size_t>(a) >= ds.size()) return kNoValue;
+      pieces.push_back({n->attrs.GetInt("start"), ds[static_cast<size_t>(a)], n->inputs[0]});
     }
+    std::sort(pieces.begin(), pieces.end(), [](const Piece& x, const Piece& y) { return x.start < y.start; });
+    int64_t at = 0;
+    std::vector<ValueId> in;
+    for (const Piece& p : pieces) {
+      if (p.start != at) return kNoValue;
+      at += p.len;
+      in.push_back(p.dy);
+    }
+    if (at != size) return kNoValue;
+    return g->Op1("concat", in, ops::Attrs().Int("axis", axis));
+  };
+  auto combine = [&](ValueId v) -> ValueId {
+    auto it = grad.find(v);
+    if (it == grad.end() || it->second.empty()) return kNoValue;
+    std::vector<ValueId>& parts = it->second;
+    if (parts.size() > 1) {
+      ValueId sum = tiled_concat(parts);
+      if (sum == kNoValue) {
+        sum = parts[0];
+        for (size_t k = 1; k < parts.size(); ++k) sum = g->Op1("add", {sum, parts[k]});
+      }
+      parts.assign(1, sum);
+    }
+    return parts[0];
   };
   {
     ValueId one = g->Scalar(li.dtype, 1.0);
     if (!li.shape.empty()) one = g->Op1("reshape", {one}, ops::Attrs().Ints("shape", li.shape));
-    grad[loss] = one;
+    grad[loss] = {one};
   }
   for (size_t i = nn; i-- > 0 && !g->Failed();) {
     // Copy: building ops appends to nodes(), which may reallocate.
     const Node n = g->nodes()[i];
     bool on_path = false;
-    for (ValueId v : n.outputs) on_path = on_path || (used[v] && dep[v] && grad.count(v));
+    for (ValueId v : n.outputs) on_path = on_path || (used[v] && dep[v] && grad.count(v) != 0);
     if (!on_path) continue;
     std::vector<bool> need(n.inputs.size(), false);
     bool any_need = false;
@@ -77,10 +128,7 @@ Status Gradients(Graph* g, ValueId loss, const std::vector<ValueId>& wrt, std::v
       break;
     }
     std::vector<ValueId> dy(n.outputs.size(), kNoValue);
-    for (size_t k = 0; k < n.outputs.size(); ++k) {
-      auto it = grad.find(n.outputs[k]);
-      if (it != grad.end()) dy[k] = it->second;
-    }
+    for (size_t k = 0; k < n.outputs.size(); ++k) dy[k] = combine(n.outputs[k]);
     std::vector<ValueId> dx(n.inputs.size(), kNoValue);
     ops::GradCtx ctx{*g, n.inputs, n.outputs, n.attrs, dy, need, dx};
     n.def->grad(ctx);
@@ -90,9 +138,9 @@ Status Gradients(Graph* g, ValueId loss, const std::vector<ValueId>& wrt, std::v
   }
   std::vector<ValueId> out(wrt.size(), kNoValue);
   for (size_t i = 0; i < wrt.size() && !g->Failed(); ++i) {
-    auto it = grad.find(wrt[i]);
-    if (it != grad.end()) {
-      out[i] = it->second;
+    const ValueId d = combine(wrt[i]);
+    if (d != kNoValue) {
+      out[i] = d;
     } else {
       const ValueInfo wi = g->Info(wrt[i]);
       ValueId z = g->Scalar(wi.dtype, 0.0);

@@ -159,6 +159,53 @@ TEST_CASE("gradients match finite differences: matmul, attention, embedding, los
   CheckGrad({"cross_entropy", {{{4, 5}, -2.0, 2.0}, {{4}, 0, 0, {3, -100, 0, 3}}}, {}});
 }
 
+// x [3, 7] is sliced along axis 1 into pieces with the given [start, end) ranges; loss =
+// sum over pieces of sum(piece * r_piece). Returns the gradient's producer op name and checks the
+// gradient against the analytic one (r_piece scattered, summed where pieces overlap).
+std::string SliceFanInGradient(const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  Graph g;
+  ValueId x;
+  REQUIRE_OK(g.AddInput("x", HTR_DTYPE_F64, {3, 7}, &x));
+  std::vector<double> expect(21, 0.0);
+  ValueId loss = htr::sched::kNoValue;
+  uint32_t seed = 7;
+  for (const auto& r : ranges) {
+    ValueId s = Op1(g, "slice", {x}, Attrs().Int("axis", 1).Int("start", r.first).Int("end", r.second).Int("step", 1));
+    const int64_t w = r.second - r.first;
+    std::vector<double> rv = Random(static_cast<size_t>(3 * w), seed++, 0.5, 1.5);
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < w; ++j) expect[static_cast<size_t>(i * 7 + r.first + j)] += rv[static_cast<size_t>(i * w + j)];
+    ValueId rc;
+    REQUIRE_OK(g.AddConstant(HTR_DTYPE_F64, {3, w}, rv.data(), &rc));
+    ValueId term = Op1(g, "sum", {Op1(g, "mul", {s, rc})});
+    loss = loss == htr::sched::kNoValue ? term : Op1(g, "add", {loss, term});
+  }
+  std::vector<ValueId> grads;
+  REQUIRE_OK(htr::sched::Gradients(&g, loss, {x}, &grads));
+  REQUIRE_OK(g.AddOutput("g", grads[0]));
+  auto e = Engine(g);
+  std::vector<double> xv = Random(21, 3);
+  REQUIRE_OK(e->SetInput("x", xv.data(), xv.size() * 8));
+  REQUIRE_OK(e->Run());
+  std::vector<double> got = Out<double>(*e, "g");
+  REQUIRE(got.size() == expect.size());
+  for (size_t k = 0; k < got.size(); ++k) CHECK(got[k] == Approx(expect[k]).epsilon(1e-12));
+  const auto& val = g.values()[grads[0]];
+  REQUIRE(val.kind == htr::sched::ValueKind::kNode);
+  return g.nodes()[val.node].def->name;
+}
+
+TEST_CASE("slice gradients that tile their axis combine as one concat", "[graph][grad]") {
+  // q, k, v from one projection: the three pad_slice gradients become concat(dq, dk, dv), in axis
+  // order whatever the order the slices were taken in.
+  CHECK(SliceFanInGradient({{0, 2}, {2, 5}, {5, 7}}) == "concat");
+  CHECK(SliceFanInGradient({{5, 7}, {0, 2}, {2, 5}}) == "concat");
+  // A gap, an overlap or a single piece: padded gradients summed (or the pad_slice itself).
+  CHECK(SliceFanInGradient({{0, 2}, {3, 7}}) == "add");
+  CHECK(SliceFanInGradient({{0, 4}, {2, 7}}) == "add");
+  CHECK(SliceFanInGradient({{1, 6}}) == "pad_slice");
+}
+
 TEST_CASE("every op with a gradient has a finite-difference case", "[graph][grad]") {
   // Runs last in declaration order (Catch2 default), after the cases above filled Covered().
   for (const std::string& name : htr::ops::OpNames()) {
