@@ -1,6 +1,7 @@
 // Helpers shared by the kernel tests: the error measure, seeded random
-// inputs, and a runtime holding only the cpu plugin (HTR_TEST_CPU_PLUGIN)
-// with 1-D tensors it releases at the end of the test.
+// inputs, launch arguments, and a runtime holding only the cpu plugin
+// (HTR_TEST_CPU_PLUGIN) with 1-D tensors it releases at the end of the test
+// and a compile-and-launch of kernel IR on its device.
 #ifndef HTR_TESTS_KERNELS_KERNEL_TEST_UTIL_H_
 #define HTR_TESTS_KERNELS_KERNEL_TEST_UTIL_H_
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "htr/htr.h"
+#include "htr/htr_kernel.h"
 
 namespace kernel_test {
 
@@ -33,6 +35,26 @@ inline std::vector<float> Rand(size_t n, uint64_t seed, float lo = -1, float hi 
   std::vector<float> v(n);
   for (auto& x : v) x = d(g);
   return v;
+}
+
+// Launch arguments: T(tensor), I(integer or bool scalar), F(float scalar).
+inline htr_kernel_launch_arg_t T(htr_tensor_t* t) {
+  htr_kernel_launch_arg_t a{};
+  a.kind = HTR_KERNEL_ARG_TENSOR;
+  a.tensor = t;
+  return a;
+}
+inline htr_kernel_launch_arg_t I(int64_t i) {
+  htr_kernel_launch_arg_t a{};
+  a.kind = HTR_KERNEL_ARG_INT;
+  a.i = i;
+  return a;
+}
+inline htr_kernel_launch_arg_t F(double f) {
+  htr_kernel_launch_arg_t a{};
+  a.kind = HTR_KERNEL_ARG_FLOAT;
+  a.f = f;
+  return a;
 }
 
 // A runtime with only the cpu plugin loaded, and its device cpu:0. Tensors
@@ -74,6 +96,37 @@ struct CpuEnv {
     std::vector<T> v(static_cast<size_t>(htr_tensor_numel(t)));
     REQUIRE(htr_tensor_copy_to_host(t, v.data(), v.size() * sizeof(T), nullptr) == nullptr);
     return v;
+  }
+
+  // Compiles `ir` on cpu:0 with the one compile option `mode` ("jit=compiler",
+  // "jit=interpreter"), launches it on a gx x gy grid with `args` on the default
+  // stream (returns when the kernel has run) and destroys it. A compile or launch
+  // error fails the test with the status message.
+  void run(const std::vector<uint8_t>& ir, const char* mode, uint32_t gx, uint32_t gy,
+           const std::vector<htr_kernel_launch_arg_t>& args) {
+    htr_kernel_compile_options_t o{};
+    o.struct_size = sizeof o;
+    const char* opts[] = {mode};
+    o.options = opts;
+    o.num_options = 1;
+    htr_kernel_t* k = nullptr;
+    htr_status_t s = htr_kernel_compile(dev, ir.data(), ir.size(), &o, &k);
+    INFO((s ? htr_status_message(s) : "compiled"));
+    const bool compiled = s == nullptr;
+    htr_status_free(s);
+    REQUIRE(compiled);
+    const uint32_t grid[3] = {gx, gy, 1};
+    s = htr_kernel_launch(nullptr, k, grid, args.data(), static_cast<uint32_t>(args.size()));
+    INFO((s ? htr_status_message(s) : "launched"));
+    const bool launched = s == nullptr;
+    htr_status_free(s);
+    htr_kernel_destroy(k);
+    REQUIRE(launched);
+  }
+  // The same on a 1-D grid of gx programs.
+  void run(const std::vector<uint8_t>& ir, const char* mode, uint32_t gx,
+           const std::vector<htr_kernel_launch_arg_t>& args) {
+    run(ir, mode, gx, 1, args);
   }
 };
 

@@ -24,29 +24,13 @@ using namespace htr::kernels;  // NOLINT
 
 namespace {
 
+using kernel_test::F;
+using kernel_test::I;
 using kernel_test::Nmse;
 using kernel_test::Rand;
+using kernel_test::T;
 
 const char* const kModes[] = {"jit=compiler", "jit=interpreter"};
-
-htr_kernel_launch_arg_t Ten(htr_tensor_t* t) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_TENSOR;
-  a.tensor = t;
-  return a;
-}
-htr_kernel_launch_arg_t Int(int64_t i) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_INT;
-  a.i = i;
-  return a;
-}
-htr_kernel_launch_arg_t Flt(double f) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_FLOAT;
-  a.f = f;
-  return a;
-}
 
 struct Shape4 {
   int B, H, T, D;
@@ -155,23 +139,6 @@ struct AttnEnv : kernel_test::CpuEnv {
   std::vector<float> out(htr_tensor_t* t) {
     return dt == HTR_DTYPE_F32 ? read<float>(t) : FromBf16(read<uint16_t>(t));
   }
-  void run(const std::vector<uint8_t>& ir, const char* mode, uint32_t gx, uint32_t gy,
-           const std::vector<htr_kernel_launch_arg_t>& args) {
-    htr_kernel_compile_options_t o{};
-    o.struct_size = sizeof o;
-    const char* opts[] = {mode};
-    o.options = opts;
-    o.num_options = 1;
-    htr_kernel_t* k = nullptr;
-    htr_status_t s = htr_kernel_compile(dev, ir.data(), ir.size(), &o, &k);
-    INFO((s ? htr_status_message(s) : ""));
-    REQUIRE(s == nullptr);
-    const uint32_t grid[3] = {gx, gy, 1};
-    s = htr_kernel_launch(nullptr, k, grid, args.data(), static_cast<uint32_t>(args.size()));
-    INFO((s ? htr_status_message(s) : ""));
-    REQUIRE(s == nullptr);
-    htr_kernel_destroy(k);
-  }
 };
 
 void CheckAttention(const Shape4& s, const AttentionConfig& cfg, double bound, uint64_t seed) {
@@ -207,22 +174,22 @@ void CheckAttention(const Shape4& s, const AttentionConfig& cfg, double bound, u
     htr_tensor_t* tdelta = env.tensor(HTR_DTYPE_F32, std::vector<float>(rows, 7.0f));
     auto strides = [&](std::vector<htr_kernel_launch_arg_t>* a, int times) {
       for (int i = 0; i < times; ++i) {
-        for (int64_t x : st) a->push_back(Int(x));
+        for (int64_t x : st) a->push_back(I(x));
       }
     };
-    std::vector<htr_kernel_launch_arg_t> a = {Ten(tq), Ten(tk), Ten(tv), Ten(to), Ten(tl),
-                                              Int(s.H), Int(s.T), Int(s.D), Flt(scale)};
+    std::vector<htr_kernel_launch_arg_t> a = {T(tq), T(tk), T(tv), T(to), T(tl),
+                                              I(s.H), I(s.T), I(s.D), F(scale)};
     strides(&a, 4);
     env.run(fwd, mode, static_cast<uint32_t>((s.T + cfg.bm - 1) / cfg.bm), bh, a);
     const std::vector<float> o = env.out(to);
     CHECK(Nmse(o, ref.o) <= bound);
     CHECK(Nmse(env.read<float>(tl), ref.lse) <= 1e-10);
-    a = {Ten(tq), Ten(tk), Ten(tv), Ten(to), Ten(tdo), Ten(tl), Ten(tdelta), Ten(tdq),
-         Int(s.H), Int(s.T), Int(s.D), Flt(scale)};
+    a = {T(tq), T(tk), T(tv), T(to), T(tdo), T(tl), T(tdelta), T(tdq),
+         I(s.H), I(s.T), I(s.D), F(scale)};
     strides(&a, 6);
     env.run(bdq, mode, static_cast<uint32_t>((s.T + cfg.bm - 1) / cfg.bm), bh, a);
-    a = {Ten(tq), Ten(tk), Ten(tv), Ten(tdo), Ten(tl), Ten(tdelta), Ten(tdk), Ten(tdv),
-         Int(s.H), Int(s.T), Int(s.D), Flt(scale)};
+    a = {T(tq), T(tk), T(tv), T(tdo), T(tl), T(tdelta), T(tdk), T(tdv),
+         I(s.H), I(s.T), I(s.D), F(scale)};
     strides(&a, 6);
     env.run(bdkv, mode, static_cast<uint32_t>((s.T + cfg.bn - 1) / cfg.bn), bh, a);
     CHECK(Nmse(env.out(tdq), ref.dq) <= bound);
@@ -233,8 +200,8 @@ void CheckAttention(const Shape4& s, const AttentionConfig& cfg, double bound, u
     htr_tensor_t *tdq1 = env.in(std::vector<float>(s.n(), 7.0f)), *tdk1 = env.in(std::vector<float>(s.n(), 7.0f)),
                  *tdv1 = env.in(std::vector<float>(s.n(), 7.0f));
     htr_tensor_t* tdelta1 = env.tensor(HTR_DTYPE_F32, std::vector<float>(rows, 7.0f));
-    a = {Ten(tq), Ten(tk), Ten(tv), Ten(to), Ten(tdo), Ten(tl), Ten(tdelta1), Ten(tdq1), Ten(tdk1), Ten(tdv1),
-         Int(s.H), Int(s.T), Int(s.D), Flt(scale)};
+    a = {T(tq), T(tk), T(tv), T(to), T(tdo), T(tl), T(tdelta1), T(tdq1), T(tdk1), T(tdv1),
+         I(s.H), I(s.T), I(s.D), F(scale)};
     strides(&a, 8);
     env.run(bone, mode, bh, 1, a);
     CHECK(Nmse(env.out(tdq1), ref.dq) <= (cfg.dtype == HTR_DTYPE_F32 ? bound : 4 * bound));

@@ -24,48 +24,15 @@ namespace {
 
 const char* const kBwdModes[] = {"jit=compiler", "jit=interpreter"};
 
+using kernel_test::F;
+using kernel_test::I;
 using kernel_test::Nmse;
 using kernel_test::Rand;
-
-htr_kernel_launch_arg_t T(htr_tensor_t* t) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_TENSOR;
-  a.tensor = t;
-  return a;
-}
-htr_kernel_launch_arg_t I(int64_t i) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_INT;
-  a.i = i;
-  return a;
-}
-htr_kernel_launch_arg_t F(double f) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_FLOAT;
-  a.f = f;
-  return a;
-}
+using kernel_test::T;
 
 struct BwdEnv : kernel_test::CpuEnv {
   htr_tensor_t* f32(const std::vector<float>& v) { return tensor(HTR_DTYPE_F32, v); }
   std::vector<float> get(htr_tensor_t* t) { return read<float>(t); }
-  void run(const std::vector<uint8_t>& ir, const char* mode, uint32_t gx,
-           const std::vector<htr_kernel_launch_arg_t>& args) {
-    htr_kernel_compile_options_t o{};
-    o.struct_size = sizeof o;
-    const char* opts[] = {mode};
-    o.options = opts;
-    o.num_options = 1;
-    htr_kernel_t* k = nullptr;
-    htr_status_t s = htr_kernel_compile(dev, ir.data(), ir.size(), &o, &k);
-    INFO((s ? htr_status_message(s) : ""));
-    REQUIRE(s == nullptr);
-    const uint32_t grid[3] = {gx, 1, 1};
-    s = htr_kernel_launch(nullptr, k, grid, args.data(), static_cast<uint32_t>(args.size()));
-    INFO((s ? htr_status_message(s) : ""));
-    REQUIRE(s == nullptr);
-    htr_kernel_destroy(k);
-  }
 };
 
 htr::ops::TensorView View(void* data, htr_dtype_t dt, htr::ops::Shape shape) {

@@ -11,23 +11,18 @@ model (scheduler/precision.h, device_exec.h).
                                               scale; the weights stay untouched
 Exits 1 with a message on the first failed check.
 """
-import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
+
+from htr_train_cli import check_skips_halve, fail, losses, memory_json, run_mode, skipped_steps, val_loss
+from htr_train_cli import run as run_train
 
 EXE = sys.argv[1]
 MODE = sys.argv[2]
 SMALL = ["--device", "cpu:0", "--preset", "tiny", "--layers", "2", "--batch", "2", "--seq", "64",
          "--eval-every", "0", "--eval-batches", "1", "--sample-tokens", "0", "--progress", "plain",
          "--print-every", "1"]
-
-
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
 
 
 def run(args, out_dir, env_extra, timeout=1200):
@@ -37,19 +32,7 @@ def run(args, out_dir, env_extra, timeout=1200):
     env.pop("HTR_FUSION", None)
     env.pop("HTR_FUSE_ATTENTION", None)
     env.update(env_extra)
-    cmd = [EXE] + SMALL + args + ["--out-dir", out_dir]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
-    if p.returncode != 0:
-        fail("%s %s exited %d\nstdout:\n%s\nstderr:\n%s" % (env_extra, " ".join(cmd), p.returncode,
-                                                         p.stdout[-4000:], p.stderr[-4000:]))
-    return p
-
-
-def memory_json(stdout):
-    for line in stdout.splitlines():
-        if line.startswith("htr-train: memory-json "):
-            return json.loads(line[len("htr-train: memory-json "):])
-    fail("no memory-json line in:\n" + stdout[-3000:])
+    return run_train(EXE, SMALL + args, out_dir, timeout=timeout, env=env, label=str(env_extra))
 
 
 def plan(stdout):
@@ -67,18 +50,6 @@ def plan_rows(stdout):
     for m in re.finditer(r"^\s+(\S+) \[([^\]]+)\]\s+x(\d+)\s+([0-9.]+) MB out", stdout, re.M):
         rows.append((m.group(1), m.group(2), int(m.group(3)), float(m.group(4))))
     return rows
-
-
-def losses(path):
-    with open(path) as f:
-        return [json.loads(l)["loss"] for l in f if l.strip()]
-
-
-def val_loss(stdout):
-    m = re.search(r"final validation loss ([0-9.]+)", stdout)
-    if not m:
-        fail("no final validation loss in:\n" + stdout[-2000:])
-    return float(m.group(1))
 
 
 def test_bf16(tmp):
@@ -129,14 +100,9 @@ def test_overflow(tmp):
         what = "device mode fp16, fusion %s" % ("on" if fusion == "1" else "off")
         p = run(["--steps", "3", "--precision", "fp16", "--loss-scale", "1e30"], os.path.join(tmp, "ovf" + fusion),
                 {"HTR_EXEC": "device", "HTR_FUSION": fusion})
-        skipped = re.findall(r"step (\d+) skipped: fp16 gradients overflowed \(inf/NaN\); loss scale ([0-9.e+]+) -> "
-                             r"([0-9.e+]+)", p.stdout)
+        skipped = skipped_steps(p.stdout)
         print(what, "skipped", skipped, "plan", plan(p.stdout))
-        if len(skipped) != 3:
-            fail("%s: want 3 skipped steps, got %s\n%s" % (what, skipped, p.stdout[-3000:]))
-        for i, (step, before, after) in enumerate(skipped):
-            if int(step) != i or abs(float(after) * 2 - float(before)) > 1e-6 * float(before):
-                fail("%s: step %s: scale %s -> %s is not a halving" % (what, step, before, after))
+        check_skips_halve(skipped, 3, p.stdout, what)
         if plan(p.stdout)["reference"] != 0:
             fail("%s: reference steps in the plan" % what)
         if val_loss(p.stdout) != val_loss(p0.stdout):
@@ -147,14 +113,5 @@ def test_overflow(tmp):
         fail("device mode fp16: unexpected skip with the default scale:\n" + p.stdout[-2000:])
 
 
-def main():
-    tests = {"bf16": test_bf16, "overflow": test_overflow}
-    if MODE not in tests:
-        fail("unknown mode " + MODE)
-    with tempfile.TemporaryDirectory() as tmp:
-        tests[MODE](tmp)
-    print("ok")
-
-
 if __name__ == "__main__":
-    main()
+    run_mode({"bf16": test_bf16, "overflow": test_overflow}, MODE)

@@ -9,12 +9,12 @@
                                             run by hand, not in CI)
 Exits 1 with a message on the first failed check.
 """
-import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
+
+from htr_train_cli import check_skips_halve, fail, losses, memory_json, run_mode, skipped_steps, val_loss
+from htr_train_cli import run as run_train
 
 EXE = sys.argv[1]
 MODE = sys.argv[2]
@@ -23,37 +23,8 @@ SMALL = ["--preset", "tiny", "--layers", "2", "--batch", "2", "--seq", "64", "--
          "--eval-batches", "1", "--sample-tokens", "0", "--progress", "plain", "--print-every", "1"]
 
 
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
 def run(args, out_dir, expect_rc=0, timeout=1200):
-    cmd = [EXE] + args + ["--out-dir", out_dir]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
-    if p.returncode != expect_rc:
-        fail("%s exited %d (want %d)\nstdout:\n%s\nstderr:\n%s" % (" ".join(cmd), p.returncode, expect_rc,
-                                                                 p.stdout[-4000:], p.stderr[-4000:]))
-    return p
-
-
-def memory_json(stdout):
-    for line in stdout.splitlines():
-        if line.startswith("htr-train: memory-json "):
-            return json.loads(line[len("htr-train: memory-json "):])
-    fail("no memory-json line in:\n" + stdout[-3000:])
-
-
-def losses(path):
-    with open(path) as f:
-        return [json.loads(l)["loss"] for l in f if l.strip()]
-
-
-def val_loss(stdout):
-    m = re.search(r"final validation loss ([0-9.]+)", stdout)
-    if not m:
-        fail("no final validation loss in:\n" + stdout[-2000:])
-    return float(m.group(1))
+    return run_train(EXE, args, out_dir, expect_rc=expect_rc, timeout=timeout)
 
 
 def test_recompute(tmp):
@@ -106,13 +77,9 @@ def test_overflow(tmp):
     # A loss scale far above fp16's range makes every scaled gradient inf: each step is skipped and
     # the scale halves; the parameters stay as they were (validation loss equals the untrained one).
     p = run(SMALL + ["--steps", "3", "--precision", "fp16", "--loss-scale", "1e30"], os.path.join(tmp, "ovf"))
-    skipped = re.findall(r"step (\d+) skipped: fp16 gradients overflowed \(inf/NaN\); loss scale ([0-9.e+]+) -> ([0-9.e+]+)", p.stdout)
+    skipped = skipped_steps(p.stdout)
     print("skipped", skipped)
-    if len(skipped) != 3:
-        fail("want 3 skipped steps, got %s\n%s" % (skipped, p.stdout[-3000:]))
-    for i, (step, before, after) in enumerate(skipped):
-        if int(step) != i or abs(float(after) * 2 - float(before)) > 1e-6 * float(before):
-            fail("step %s: scale %s -> %s is not a halving" % (step, before, after))
+    check_skips_halve(skipped, 3, p.stdout)
     if abs(float(skipped[0][1]) - 1e30) > 1e24:
         fail("first scale %s" % skipped[0][1])
     # Fusion stays on under loss scaling (the gate's maximum/minimum are fused like the reference);
@@ -162,15 +129,6 @@ def test_accuracy(tmp):
             fail("%s validation loss %g is %.3f%% from fp32's %g" % (prec, vals[prec], 100 * rel, vals["fp32"]))
 
 
-def main():
-    tests = {"recompute": test_recompute, "precision": test_precision, "overflow": test_overflow,
-             "oom": test_oom, "accuracy": test_accuracy}
-    if MODE not in tests:
-        fail("unknown mode " + MODE)
-    with tempfile.TemporaryDirectory() as tmp:
-        tests[MODE](tmp)
-    print("ok")
-
-
 if __name__ == "__main__":
-    main()
+    run_mode({"recompute": test_recompute, "precision": test_precision, "overflow": test_overflow,
+              "oom": test_oom, "accuracy": test_accuracy}, MODE)

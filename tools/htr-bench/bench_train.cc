@@ -118,6 +118,18 @@ std::string PeerDeviceFor(const std::string& device) {
   return "cuda:0";
 }
 
+// The integer options: name, smallest value (the largest is ParseInt's), field.
+struct IntOption {
+  const char* name;
+  int min;
+  int Options::*field;
+};
+const IntOption kIntOptions[] = {
+    {"--steps", 1, &Options::steps},     {"--warmup", 0, &Options::warmup}, {"--rounds", 1, &Options::rounds},
+    {"--threads", 1, &Options::threads}, {"--batch", 1, &Options::batch},   {"--seq", 1, &Options::seq},
+    {"--timeout-s", 0, &Options::timeout_s},
+};
+
 // 0 = ok, 1 = handled (help/print), 2 = bad usage.
 int Parse(const Args& args, Options* o) {
   const auto& v = args.items;
@@ -130,7 +142,11 @@ int Parse(const Args& args, Options* o) {
     };
     std::string val;
     bool ok = true;
-    if (a == "--help" || a == "-h") {
+    const IntOption* int_option = std::find_if(std::begin(kIntOptions), std::end(kIntOptions),
+                                               [&](const IntOption& io) { return a == io.name; });
+    if (int_option != std::end(kIntOptions)) {
+      ok = value(&val) && ParseInt(val, int_option->min, &(o->*int_option->field));
+    } else if (a == "--help" || a == "-h") {
       std::printf("%s", kUsage);
       return 1;
     } else if (a == "--print-peer-script") {
@@ -140,18 +156,6 @@ int Parse(const Args& args, Options* o) {
       o->peer = false;
     } else if (a == "--preset") {
       ok = value(&o->preset) && (o->preset == "tiny" || o->preset == "small" || o->preset == "gpt2");
-    } else if (a == "--steps") {
-      ok = value(&val) && ParseInt(val, 1, &o->steps);
-    } else if (a == "--warmup") {
-      ok = value(&val) && ParseInt(val, 0, &o->warmup);
-    } else if (a == "--rounds") {
-      ok = value(&val) && ParseInt(val, 1, &o->rounds);
-    } else if (a == "--threads") {
-      ok = value(&val) && ParseInt(val, 1, &o->threads);
-    } else if (a == "--batch") {
-      ok = value(&val) && ParseInt(val, 1, &o->batch);
-    } else if (a == "--seq") {
-      ok = value(&val) && ParseInt(val, 1, &o->seq);
     } else if (a == "--device") {
       ok = value(&val) && !(o->devices = SplitList(val)).empty();
     } else if (a == "--precision") {
@@ -162,8 +166,6 @@ int Parse(const Args& args, Options* o) {
       ok = value(&o->peer_mode) && (o->peer_mode == "eager" || o->peer_mode == "compile");
     } else if (a == "--peer-attention") {
       ok = value(&o->peer_attention) && (o->peer_attention == "manual" || o->peer_attention == "sdpa");
-    } else if (a == "--timeout-s") {
-      ok = value(&val) && ParseInt(val, 0, &o->timeout_s);
     } else if (a == "--htr-train") {
       ok = value(&o->htr_train);
     } else if (a == "--python") {
@@ -279,6 +281,21 @@ Preset PresetOf(const std::string& name) {
   if (name == "gpt2") return {12, 768, 12, 1024, 8, 3};
   if (name == "small") return {6, 384, 6, 256, 32, 4};
   return {4, 128, 4, 128, 16, 10};
+}
+
+// A line of this bench with the fields every line has (extra and peer are the caller's).
+Line TrainLine(const std::string& impl, const std::string& device, const std::string& shape, const char* metric,
+               const char* unit, double value, size_t reps) {
+  Line l;
+  l.bench = "train";
+  l.impl = impl;
+  l.device = device;
+  l.shape = shape;
+  l.metric = metric;
+  l.unit = unit;
+  l.value = value;
+  l.reps = static_cast<int>(reps);
+  return l;
 }
 
 // What one device's htr-train runs measured, over all rounds.
@@ -490,60 +507,38 @@ int RunTrain(const Args& args) {
   }
 
   const double torch_tps = torch_s.empty() ? 0 : tokens / Median(torch_s);
+  // What the torch and htr lines share.
+  const nlohmann::json run_extra = {{"threads", o.threads}, {"preset", o.preset}, {"batch", batch},
+                                    {"seq", seq},           {"warmup", o.warmup}, {"rounds", o.rounds}};
   if (!torch_s.empty()) {
-    Line l;
-    l.bench = "train";
-    l.impl = "torch";
-    l.device = o.peer_device;
-    l.shape = shape;
-    l.metric = "tokens_per_s";
-    l.unit = "tokens/s";
-    l.value = torch_tps;
-    l.reps = static_cast<int>(torch_s.size());
-    l.extra = {{"threads", o.threads}, {"preset", o.preset}, {"batch", batch}, {"seq", seq},
-               {"warmup", o.warmup}, {"rounds", o.rounds},
-               {"dtype", o.precision == "bf16" ? "bf16 autocast" : "f32"},
-               {"mode", o.peer_mode}, {"attention", torch_info.attention},
-               {"fused_adamw", torch_info.fused_adamw}, {"first_step_s", torch_info.first_step_s},
-               {"step_s_median", Median(torch_s)}, {"torch", torch_info.version},
-               {"gpu", torch_info.device_name}};
+    Line l = TrainLine("torch", o.peer_device, shape, "tokens_per_s", "tokens/s", torch_tps, torch_s.size());
+    l.extra = run_extra;
+    l.extra.update({{"dtype", o.precision == "bf16" ? "bf16 autocast" : "f32"}, {"mode", o.peer_mode},
+                    {"attention", torch_info.attention}, {"fused_adamw", torch_info.fused_adamw},
+                    {"first_step_s", torch_info.first_step_s}, {"step_s_median", Median(torch_s)},
+                    {"torch", torch_info.version}, {"gpu", torch_info.device_name}});
     const char* policy = std::getenv("OMP_WAIT_POLICY");
     l.extra["omp_wait_policy"] = policy != nullptr ? policy : (o.passive_peer ? "PASSIVE" : "default");
     Emit(l);
   }
   for (const HtrResult& h : htr) {
     if (h.step_s.empty()) continue;
-    Line l;
-    l.bench = "train";
-    l.impl = "htr";
-    l.device = h.device;
-    l.shape = shape;
-    l.metric = "tokens_per_s";
-    l.unit = "tokens/s";
-    l.value = tokens / Median(h.step_s);
-    l.reps = static_cast<int>(h.step_s.size());
+    Line l = TrainLine("htr", h.device, shape, "tokens_per_s", "tokens/s", tokens / Median(h.step_s),
+                       h.step_s.size());
     // What htr computed in: fp32 unless asked for bf16; then the memory report's precision (the
     // device mode reports fp32) and the low-precision matmul count (when the run got to its end).
     const std::string used = o.precision == "fp32"   ? "f32"
                              : h.precision.empty()   ? "unknown"
                              : h.precision == "fp32" ? "f32 (--precision not applied)"
                                                      : h.precision + " matmuls";
-    l.extra = {{"threads", o.threads}, {"preset", o.preset}, {"batch", batch}, {"seq", seq},
-               {"warmup", o.warmup}, {"rounds", o.rounds}, {"precision", o.precision},
-               {"dtype", used}, {"htr_precision", h.precision},
-               {"low_precision_matmuls", h.low_precision},
-               {"step_s_median", Median(h.step_s)}, {"partial", h.partial}, {"plan", h.plan}};
+    l.extra = run_extra;
+    l.extra.update({{"precision", o.precision}, {"dtype", used}, {"htr_precision", h.precision},
+                    {"low_precision_matmuls", h.low_precision}, {"step_s_median", Median(h.step_s)},
+                    {"partial", h.partial}, {"plan", h.plan}});
     Emit(l);
     if (torch_s.empty()) continue;
-    Line ratio;
-    ratio.bench = "train";
-    ratio.impl = "htr";
-    ratio.device = h.device;
-    ratio.shape = shape;
-    ratio.metric = "ratio";
-    ratio.unit = "x";
-    ratio.value = l.value / torch_tps;
-    ratio.reps = static_cast<int>(std::min(h.step_s.size(), torch_s.size()));
+    Line ratio = TrainLine("htr", h.device, shape, "ratio", "x", l.value / torch_tps,
+                           std::min(h.step_s.size(), torch_s.size()));
     ratio.peer = "torch";
     ratio.extra = {{"threads", o.threads}, {"target", 1.0}, {"peer_device", o.peer_device},
                    {"peer_mode", o.peer_mode}, {"precision", o.precision}, {"partial", h.partial}};
