@@ -27,7 +27,7 @@ pack)
   mkdir -p "$D/bin" "$D/lib" "$D/glibc" "$D/plugins"
   bins="$B/tools/htr-conform/htr-conform $B/tools/htr-info/htr-info $B/tests/plugins/test_plugins
         $B/tests/cuda/test_cuda_kernels $B/tools/htr-bench/htr-bench-gpu"
-  for extra in "$B/samples/htr-train/htr-train" "$B/tests/cuda/test_cuda_graph_policy"; do
+  for extra in "$B/samples/htr-train/htr-train" "$B/tests/cuda/test_cuda_graph_policy" "$B/tools/htr-prof/htr-prof"; do
     [ -x "$extra" ] && bins="$bins $extra"
   done
   cp -L $bins "$D/bin/"

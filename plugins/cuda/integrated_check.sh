@@ -19,7 +19,10 @@
 #              4096 and 8192) with PyTorch, htr-conform on the vulkan plugin
 #   train      htr-bench-gpu train --preset gpt2 (B16 T1024, bf16) on $TRAIN_DEVICES with PyTorch
 #              (torch.compile, bf16 autocast) on the same GPU
-#   curve      tools/compare_loss_curve.py on cuda:0 ($CURVE_ARGS)
+#   curve      tools/compare_loss_curve.py on $CURVE_DEVICE (cuda:0; cpu:0 runs both sides on the
+#              host's cores) with $CURVE_ARGS
+#   profile    htr-train --preset gpt2 bf16 B16 T1024, $PROFILE_STEPS (4) steps with --profile; the
+#              trace is gzipped into OUT and summarised by htr-prof
 # Lead's runs: plugins/cuda/README.md and plugins/vulkan/README.md.
 set +e +o pipefail
 case "${1:-}" in
@@ -113,9 +116,17 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
     echo "train rc=$?"; cat "$OUT/train-gpt2.jsonl"; tail -5 "$OUT/train-gpt2.err"
     ;;
   curve)
-    timeout ${CURVE_TIMEOUT:-120} "$PY" "$D/compare_loss_curve.py" --htr-train "$D/bin/htr-train" --device cuda:0 \
-      --torch-device cuda --data "$D/data.txt" --workdir "$OUT/curve" --json "$OUT/curve.json" \
+    cdev=${CURVE_DEVICE:-cuda:0}
+    timeout ${CURVE_TIMEOUT:-120} "$PY" "$D/compare_loss_curve.py" --htr-train "$D/bin/htr-train" --device "$cdev" \
+      --torch-device "${cdev%%:*}" --data "$D/data.txt" --workdir "$OUT/curve" --json "$OUT/curve.json" \
       ${CURVE_ARGS:---preset tiny --steps 200 --warmup 10} 2>&1 | tail -8
+    ;;
+  profile)
+    timeout ${PROFILE_TIMEOUT:-200} "$D/bin/htr-train" --device cuda:0 --preset gpt2 --batch 16 --seq 1024 --precision bf16 \
+      --steps ${PROFILE_STEPS:-4} --eval-every 0 --sample-tokens 0 --progress plain --print-every 1 --data "$D/data.txt" \
+      --out-dir "$OUT/gpt2" --profile "$OUT/gpt2-trace.json" > "$OUT/gpt2-profile.log" 2>&1
+    echo "profile rc=$?"; grep -E "^step|steps in" "$OUT/gpt2-profile.log" | tail -4
+    [ -f "$OUT/gpt2-trace.json" ] && "$D/bin/htr-prof" "$OUT/gpt2-trace.json" --top 25 && gzip -f "$OUT/gpt2-trace.json"
     ;;
   esac
 done
