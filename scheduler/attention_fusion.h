@@ -3,18 +3,35 @@
 // fused groups running the flash-attention kernels of ops/kernels (attention.cc,
 // attention_backward.cc); no T x T value is stored.
 //
-// Forward pattern (one batch shape [..., T, D] for q, k, v; f32; D <= kMaxAttentionHeadDim):
+// Forward pattern (one batch shape [..., T, D] for q, k, v; D <= kMaxAttentionHeadDim):
 //   S = matmul(q, k, trans_b) -> mul_scalar(scale) -> causal_mask(-inf) -> P = softmax -> Y = matmul(P, v)
 // Backward pattern (as ops' gradients build it, from Y's gradient dY):
 //   dP = matmul(dY, v, trans_b), dV = matmul(P, dY, trans_a), softmax_grad(P, dP) ->
 //   causal_mask(0) -> dS = mul_scalar(scale) -> dQ = matmul(dS, k), dK = matmul(dS, q, trans_a)
 // Every intermediate (S..P, dP..dS) must be read only inside the pattern (never an output or an
 // assigned value); P may be read by the backward pattern only, and then the whole backward must
-// match (else nothing fuses). The softmax output P is re-typed to the row logsumexp L, f32
-// [..., T] (its only readers are the fused steps), so the forward step writes Y and L and the
-// backward step reads q, k, v, Y, L, dY and writes dQ, dK, dV (one scratch buffer: delta).
+// match (else nothing fuses). The softmax output P (or its stored form, below) is re-typed to the
+// row logsumexp L, f32 [..., T] (its only readers are the fused steps), so the forward step
+// writes Y and L and the backward step reads q, k, v, Y, L, dY and writes dQ, dK, dV (one scratch
+// buffer: delta).
 //
-// The forward step runs where Y was computed, the backward step where its first member ran. Each
+// Mixed precision (precision.h runs before the fusion pass): any pattern op may be linked to the
+// next through cast steps (lowp matmul -> cast f32 -> mul_scalar -> cast bf16 -> cast f32 ->
+// causal_mask ...), each cast's output read only by the next step. q, k, v, dY are the matmuls'
+// operands with widening casts (bf16/f16 -> f32) looked through, Y, dQ, dK, dV the matmuls'
+// results or, for an f32 result, the one cast that stores it in the operands' dtype; all eight
+// must have one dtype (f32, bf16 or f16), which the kernels take (f32 accumulation; L and delta
+// f32). Where they do not (f32 matmuls whose f32 results are kept: fp16 on a device without an
+// fp16 matmul, outputs pinned to f32), the match is retried without looking through the widening
+// casts: the f32 kernels on the widened values. Casts read only by removed steps are removed too,
+// so no T x T value or cast is left.
+// bf16/f16 backward: the two-kernel form (dQ accumulated in f32); f32: the one-kernel form.
+// Why after the precision pass rather than a graph-level rewrite before it: the precision pass
+// stays op-agnostic (no fused graph op needing its own precision rule, inference and gradient),
+// a refused group leaves exactly the precision pass's program, and one matcher serves all dtypes.
+//
+// The forward step runs where Y was computed, the backward step at its first removed step after
+// which q, k, v, dY exist (a match whose dQ/dK/dV would then be read too early is left). Each
 // group's `members` is one step of an op defined here ("attention" / "attention_grad") whose
 // reference kernel (double accumulation) is the fallback RunFusedReference runs. `accept` is
 // asked for every group as in the row fusion; a refused forward leaves every step of the pattern
@@ -36,8 +53,9 @@ constexpr int64_t kMaxAttentionHeadDim = 256;
 // HTR_FUSE_ATTENTION from the environment: false only for "0", "off" or "false".
 bool AttentionFusionEnabledByEnv();
 
-// Tiles for head dim `d`: bm = bn = 64, bd = next power of two >= d (at least 16).
-htr::kernels::AttentionConfig AttentionConfigFor(int64_t d);
+// Tiles for head dim `d`: bm = bn = 64, bd = next power of two >= d (at least 16); kernels for
+// `dtype` tensors (f32, bf16, f16).
+htr::kernels::AttentionConfig AttentionConfigFor(int64_t d, htr_dtype_t dtype = HTR_DTYPE_F32);
 
 // Rewrites `p`'s steps and appends the groups to p->fused (steps get Step::fused). Counts groups
 // and replaced graph ops in `stats`, refusals in stats->rejected and `rejections`.
