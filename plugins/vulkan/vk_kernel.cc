@@ -379,6 +379,14 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
     return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: kernel %s uses f16/bf16 memory; the device lacks 16-bit storage", k.name.c_str());
   if (sh.needs_8bit && !(info.storage8 && info.int8))
     return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: kernel %s uses bool memory; the device lacks 8-bit storage", k.name.c_str());
+  return compile_glsl(device, k.name, sh, k.args, std::move(spec), t0, out_kernel, out_info);
+}
+
+htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, const htr_sdk::ir::GlslShader& sh,
+                          const std::vector<htr_sdk::ir::Arg>& args, std::vector<htr_sdk::ir::Specialization> spec,
+                          std::chrono::steady_clock::time_point t0, htr_plugin_kernel_t** out_kernel,
+                          htr_kernel_compile_info_t* out_info) {
+  const htr_sdk::Host& host = device->host();
   Shaderc& sc = shaderc();
   if (!sc.ok) return host.error(HTR_STATUS_FAILED_PRECONDITION, "vulkan: %s", sc.why.c_str());
 
@@ -387,7 +395,7 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
   if (const char* dump = std::getenv("HTR_VK_DUMP_GLSL")) {
     if (*dump != '\0') {
       mkdirs(dump);
-      write_file_atomic(std::string(dump) + "/" + k.name + "-" + key + ".comp", sh.source.data(), sh.source.size());
+      write_file_atomic(std::string(dump) + "/" + name + "-" + key + ".comp", sh.source.data(), sh.source.size());
     }
   }
   const std::string dir = device->ctx->cache_dir;
@@ -400,15 +408,15 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
     sc.f.set_target_spirv(opt, shaderc_spirv_version_1_5);
     sc.f.set_optimization_level(opt, shaderc_optimization_level_performance);
     shaderc_compilation_result_t res = sc.f.compile_into_spv(sc.compiler, sh.source.data(), sh.source.size(),
-                                                              shaderc_compute_shader, k.name.c_str(), "main", opt);
+                                                              shaderc_compute_shader, name.c_str(), "main", opt);
     sc.f.options_release(opt);
     if (res == nullptr) return host.error(HTR_STATUS_OUT_OF_MEMORY, "vulkan: shaderc returned no result");
     if (sc.f.result_get_compilation_status(res) != shaderc_compilation_status_success) {
       std::string log = sc.f.result_get_error_message(res);
       sc.f.result_release(res);
       if (log.size() > 8192) log.resize(8192);
-      host.log(HTR_LOG_DEBUG, "GLSL of %s:\n%s", k.name.c_str(), sh.source.c_str());
-      return host.error(HTR_STATUS_INTERNAL, "vulkan: shaderc failed on kernel %s: %s", k.name.c_str(), log.c_str());
+      host.log(HTR_LOG_DEBUG, "GLSL of %s:\n%s", name.c_str(), sh.source.c_str());
+      return host.error(HTR_STATUS_INTERNAL, "vulkan: shaderc failed on kernel %s: %s", name.c_str(), log.c_str());
     }
     const char* bytes = sc.f.result_get_bytes(res);
     spv.assign(bytes, bytes + sc.f.result_get_length(res));
@@ -424,7 +432,7 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
     sc.f.vopt_destroy(vo);
     sc.f.ctx_destroy(vctx);
     if (vr != SPV_SUCCESS)
-      return host.error(HTR_STATUS_INTERNAL, "vulkan: SPIR-V of kernel %s failed validation: %s", k.name.c_str(), msg.c_str());
+      return host.error(HTR_STATUS_INTERNAL, "vulkan: SPIR-V of kernel %s failed validation: %s", name.c_str(), msg.c_str());
     if (!path.empty()) {
       mkdirs(dir);
       write_file_atomic(path, spv.data(), spv.size());
@@ -459,12 +467,12 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
   device->fn.vkDestroyShaderModule(device->dev, mod, nullptr);
   if (r != VK_SUCCESS) prog->pipeline = VK_NULL_HANDLE;
   HTR_SDK_RETURN_IF_ERROR(vk_status(device, r, "vkCreateComputePipelines"));
-  if (device->pipeline_stats) log_pipeline_stats(device, prog->pipeline, k.name);
+  if (device->pipeline_stats) log_pipeline_stats(device, prog->pipeline, name);
 
   auto* kern = new htr_plugin_kernel_s{};
   kern->device = device;
   kern->prog = std::move(prog);
-  kern->args = k.args;
+  kern->args = args;
   kern->spec = std::move(spec);
   kern->push_bytes = sh.push_constant_bytes;
   kern->args_in_buffer = sh.args_in_buffer;

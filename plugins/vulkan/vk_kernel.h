@@ -5,7 +5,7 @@
  * (plugins/sdk/htr_sdk_ir_glsl.h, options from glsl_options(): a program is
  * a workgroup of 128 invocations on GPUs, one subgroup-wide SIMD vector on
  * CPU devices; tiles in workgroup memory; dot as register micro-tiles in
- * f32; cooperative matrices are not used yet), compiles
+ * f32, or cooperative matrices for f16 dots where the device has them), compiles
  * it to SPIR-V with shaderc (dlopen'd libshaderc.so.1, optimization level
  * "performance", which runs the SPIRV-Tools optimizer), validates the
  * module with SPIRV-Tools (spvValidateWithOptions from the same library)
@@ -42,6 +42,7 @@
 
 #include "htr_sdk_ir_glsl.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,15 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
                         const htr_kernel_scalar_t* spec, uint32_t num_spec,
                         htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info,
                         const htr_sdk::ir::GlslOptions* options = nullptr);
+
+// The part of compile_ir after the lowering: GLSL -> SPIR-V (shaderc, SPIRV-Tools validation, disk
+// cache) -> pipeline; `args` / `spec` describe the push-constant arguments as kernel_launch
+// checks and packs them (sh.push_constant_bytes, sh.args_in_buffer). Library ops with their own
+// GLSL (vk_matmul_coop) use it directly.
+htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, const htr_sdk::ir::GlslShader& sh,
+                          const std::vector<htr_sdk::ir::Arg>& args, std::vector<htr_sdk::ir::Specialization> spec,
+                          std::chrono::steady_clock::time_point t0, htr_plugin_kernel_t** out_kernel,
+                          htr_kernel_compile_info_t* out_info);
 
 htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compile_args_t* args,
                             htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info);

@@ -2,6 +2,7 @@
 #include "vk_ops.h"
 
 #include "vk_kernel.h"
+#include "vk_matmul_coop.h"
 
 #include "htr_sdk_args.h"
 #include "htr_sdk_dtype.h"
@@ -262,8 +263,22 @@ htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
     if (p.M == 0 || p.N == 0) return nullptr;
     Tile t;
     htr_plugin_kernel_t* k = nullptr;
-    HTR_SDK_RETURN_IF_ERROR(matmul_kernel(d, p.dtype, unit_mask(d, p), &t, &k));
     const uint64_t es = htr_sdk::dtype_size(p.dtype);
+    // f16 on cooperative matrices, interior-only problems: the hand-scheduled kernel (vk_matmul_coop.h).
+    htr_sdk::ir::CoopMmConfig cc;
+    bool coop = p.dtype == HTR_DTYPE_F16 && coopmm_config(d, p.sak != 1, p.sbn != 1, &cc);
+    for (int64_t b = 0; coop && b < p.batch; ++b) {
+      const uint64_t aa = desc->inputs[0].buffer->alloc.address() + desc->inputs[0].offset + uint64_t(b * p.bsa) * es;
+      const uint64_t ab = desc->inputs[1].buffer->alloc.address() + desc->inputs[1].offset + uint64_t(b * p.bsb) * es;
+      const uint64_t ac = desc->outputs[0].buffer->alloc.address() + desc->outputs[0].offset + uint64_t(b * p.bsc) * es;
+      coop = htr_sdk::ir::coopmm_fits(cc, p.M, p.N, p.K, p.sam, p.sak, p.sbk, p.sbn, p.scm, p.scn, aa, ab, ac);
+    }
+    if (coop) {
+      HTR_SDK_RETURN_IF_ERROR(coopmm_kernel(d, cc, &k));
+      t = Tile{cc.bm, cc.bn, cc.bk, cc.workgroup};
+    } else {
+      HTR_SDK_RETURN_IF_ERROR(matmul_kernel(d, p.dtype, unit_mask(d, p), &t, &k));
+    }
     for (int64_t b = 0; b < p.batch; ++b) {
       htr_kernel_arg_t a[12] = {};
       a[0].buffer = desc->inputs[0].buffer;

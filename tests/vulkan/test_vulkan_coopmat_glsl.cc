@@ -17,6 +17,7 @@
 
 #include "htr_sdk_ir.h"
 #include "htr_sdk_ir_glsl.h"
+#include "htr_sdk_ir_glsl_coopmm.h"
 #include "ops/kernels/kernels.h"
 
 namespace {
@@ -133,9 +134,85 @@ void expect(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_t dt, uint32_t W, b
   check(err.empty(), name + ": shaderc + SPIR-V validation" + (err.empty() ? "" : " (" + err + ")"));
 }
 
+// The hand-scheduled f16 library matmul (htr_sdk_ir_glsl_coopmm.h): renders, compiles and validates
+// for every tile the plugin may pick; refuses what does not divide or fit.
+void expect_coopmm(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t W, uint32_t stages, bool want, bool ta = false,
+                   bool tb = false, bool lean = false) {
+  htr_sdk::ir::CoopMmConfig c;
+  c.trans_a = ta;
+  c.trans_b = tb;
+  c.lean = lean;
+  c.bm = bm;
+  c.bn = bn;
+  c.bk = bk;
+  c.workgroup = W;
+  c.stages = stages;
+  const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(c, 49152);
+  const std::string name = "coopmm " + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
+                           "/" + std::to_string(W) + " stages " + std::to_string(stages) +
+                           (ta ? " A^T" : "") + (tb ? " B^T" : "") + (lean ? " lean" : "");
+  check(sh.source.empty() != want, name + (want ? ": renders" : ": refused (" + sh.why + ")"));
+  if (sh.source.empty()) return;
+  if (std::getenv("HTR_TEST_DUMP_GLSL") != nullptr) std::printf("%s\n", sh.source.c_str());
+  check(sh.shared_bytes <= 49152 && sh.push_bytes == 120 && sh.sgm * sh.sgn == W / 32 &&
+            sh.ftm * sh.sgm * 16 == bm && sh.ftn * sh.sgn * 16 == bn,
+        name + ": subgroup grid covers the tile, within workgroup memory");
+  const std::string err = compile(sh.source, "coopmm");
+  check(err.empty(), name + ": shaderc + SPIR-V validation" + (err.empty() ? "" : " (" + err + ")"));
+}
+
+void coopmm_fit_checks() {
+  htr_sdk::ir::CoopMmConfig c;  // 128x128x32
+  check(htr_sdk::ir::coopmm_fits(c, 4096, 4096, 4096, 4096, 1, 4096, 1, 4096, 1, 0, 1 << 20, 2 << 20),
+        "coopmm fits 4096^3 row-major");
+  check(!htr_sdk::ir::coopmm_fits(c, 4096, 4096, 4080, 4080, 1, 4096, 1, 4096, 1, 0, 0, 0), "coopmm: K % bk");
+  check(!htr_sdk::ir::coopmm_fits(c, 4096, 4096, 4096, 1, 4096, 4096, 1, 4096, 1, 0, 0, 0), "coopmm: A transposed");
+  check(!htr_sdk::ir::coopmm_fits(c, 4096, 4096, 4096, 4096, 1, 1, 4096, 4096, 1, 0, 0, 0), "coopmm: B transposed");
+  check(!htr_sdk::ir::coopmm_fits(c, 4096, 4096, 4096, 4096, 1, 4096, 1, 4096, 1, 2, 0, 0), "coopmm: unaligned A");
+  check(!htr_sdk::ir::coopmm_fits(c, 128, 128, 32, 36, 1, 128, 1, 128, 1, 0, 0, 0), "coopmm: row stride % 8");
+  htr_sdk::ir::CoopMmConfig t = c;
+  t.trans_a = t.trans_b = true;  // A as [K, M], B as [N, K]
+  check(htr_sdk::ir::coopmm_fits(t, 256, 128, 64, 1, 256, 1, 64, 128, 1, 0, 0, 0), "coopmm fits A^T B^T");
+  check(!htr_sdk::ir::coopmm_fits(t, 256, 128, 64, 64, 1, 128, 1, 128, 1, 0, 0, 0), "coopmm A^T: strides say A");
+}
+
 }  // namespace
 
 int main() {
+  for (uint32_t st = 1; st <= 2; ++st) {
+    expect_coopmm(128, 128, 32, 256, st, true);
+    expect_coopmm(128, 256, 32, 256, st, st == 1);  // two stages: 54 KB
+    expect_coopmm(256, 128, 32, 256, st, st == 1);
+    expect_coopmm(128, 128, 64, 256, st, st == 1);
+    expect_coopmm(128, 128, 32, 128, st, true);
+    expect_coopmm(64, 128, 32, 128, st, true);
+    expect_coopmm(128, 64, 32, 128, st, true);
+    expect_coopmm(64, 64, 32, 128, st, true);
+  }
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      expect_coopmm(128, 128, 32, 256, 2, true, ta, tb);
+      expect_coopmm(64, 128, 32, 128, 2, true, ta, tb, true);
+    }
+  {
+    // transposed operands are read as column-major fragments from tiles staged as stored
+    htr_sdk::ir::CoopMmConfig c;
+    c.trans_a = c.trans_b = true;
+    const std::string src = htr_sdk::ir::render_coopmm(c, 49152).source;
+    check(src.find(", 17u, true);") != std::string::npos && src.find(", 5u, true);") != std::string::npos &&
+              src.find("pc.a[7]") != std::string::npos && src.find("pc.a[9]") != std::string::npos,
+          "coopmm A^T B^T: column-major fragment loads, row strides from stride_ak / stride_bn");
+  }
+  {
+    htr_sdk::ir::CoopMmConfig c;  // tile order in bands of 8 tile rows (HTR_VK_COOPMM_OPT=group=8)
+    c.group_m = 8;
+    const std::string src = htr_sdk::ir::render_coopmm(c, 49152).source;
+    const std::string err = compile(src, "coopmm");
+    check(src.find("band = 8u * gx") != std::string::npos && err.empty(), "coopmm bands of 8 tile rows: renders, compiles " + err);
+  }
+  expect_coopmm(256, 256, 64, 256, 2, false);  // workgroup memory
+  expect_coopmm(100, 128, 32, 256, 2, false);  // does not divide
+  coopmm_fit_checks();
   expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true);   // the H200 default (vk_ops.cc)
   expect(128, 128, 32, HTR_DTYPE_F16, 256, true, true);
   expect(64, 64, 32, HTR_DTYPE_F16, 128, true, true);

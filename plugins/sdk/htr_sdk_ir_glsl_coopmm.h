@@ -1,0 +1,81 @@
+/*
+ * htr_sdk_ir_glsl_coopmm.h — a hand-scheduled GLSL f16 matmul on cooperative
+ * matrices (GL_NV_cooperative_matrix), for the vulkan plugin's library matmul.
+ *
+ * Why it exists: the generic lowering (htr_sdk_ir_glsl.h) of the DSL matmul
+ * keeps, per invocation, 64-bit address math and a per-element masked
+ * fallback for every 16-byte group next to the fragments; on the H200 the
+ * driver gave that kernel 255 registers with spills (one workgroup per SM,
+ * 38.9 TFLOP/s). This kernel serves only the *interior* case and is short:
+ *
+ *   C[M,N] (f16) = A[M,K] (f16) . B[K,N] (f16), f32 accumulation, rounded
+ *   once to f16 (round to nearest even). A and B are row-major, or stored
+ *   transposed (trans_a: A as [K,M], trans_b: B as [N,K]; their tiles are
+ *   staged as stored and read as column-major fragments); C row-major.
+ *   Preconditions (checked by the caller, coopmm_fits): M % bm == 0,
+ *   N % bn == 0, K % bk == 0, unit innermost strides (as stored), row
+ *   strides and base addresses multiples of 8 elements (16 bytes).
+ *
+ * Schedule: a workgroup of W invocations (W / subgroup_size subgroups in a
+ * sgm x sgn grid, each owning ftm x ftn accumulator fragments) computes one
+ * bm x bn tile of C; the k loop runs over bk-wide steps with a two-stage
+ * workgroup-memory pipeline: the next step's A/B tiles are loaded with
+ * 16-byte global loads (32-bit element indices from one base address) into
+ * registers while the fragments multiply the current stage, then stored to
+ * the other stage; one barrier per step. Fragments are loaded from workgroup
+ * memory with coopMatLoadNV (rows padded by 8 halves against bank
+ * conflicts), the epilogue converts each accumulator to f16 and stores it
+ * with coopMatStoreNV straight to C.
+ *
+ * Arguments: the same push-constant layout as the DSL matmul
+ * (ops/kernels/matmul.cc, 12 arguments a, b, c, M, N, K, stride_am,
+ * stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, 8 bytes each, then
+ * grid[3], base[3]); the unit strides are not read. Grid: (N / bn, M / bm, 1);
+ * program p (row-major over that grid) takes tile row and column from a
+ * band of group_m tile rows, so concurrent workgroups share A rows and B
+ * columns in L2 (at 8192^3 B alone is 128 MB).
+ */
+#ifndef HTR_SDK_IR_GLSL_COOPMM_H_
+#define HTR_SDK_IR_GLSL_COOPMM_H_
+
+#include <cstdint>
+#include <string>
+
+namespace htr_sdk {
+namespace ir {
+
+struct CoopMmConfig {
+  uint32_t bm = 128, bn = 128, bk = 32;  // workgroup tile
+  uint32_t workgroup = 256;              // invocations
+  uint32_t subgroup = 32;                // subgroup size
+  uint32_t cm = 16, cn = 16, ck = 16;    // cooperative shape (f16 x f16 + f32)
+  uint32_t stages = 2;                   // 1: single buffer (two barriers per step), 2: double
+  uint32_t group_m = 0;                  // workgroups walk tiles in bands of group_m tile rows; 0: row by row
+                                         // (H200, 8192^3: 0 67.8, 8 58.0, 16 35.1 TFLOP/s: bands did not help)
+  bool trans_a = false;                  // A given as [K, M] row-major (stride_am = 1)
+  bool trans_b = false;                  // B given as [N, K] row-major (stride_bk = 1)
+  bool lean = false;                     // A fragments loaded one at a time (fewer live registers)
+};
+
+struct CoopMmShader {
+  std::string source;          // GLSL 460; empty when the config does not fit
+  std::string why;             // why it does not fit
+  uint32_t shared_bytes = 0;   // workgroup memory declared
+  uint32_t push_bytes = 0;     // push-constant block size (12 x 8 + 24)
+  uint32_t sgm = 0, sgn = 0;   // subgroup grid
+  uint32_t ftm = 0, ftn = 0;   // fragments per subgroup
+};
+
+// Renders the kernel for `c` within `shared_limit` bytes of workgroup memory.
+CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit);
+
+// Whether a matmul (sizes, element strides, element offsets of A/B/C from a
+// 16-byte aligned base) can run on a kernel rendered for c (see above).
+// (trans_a / trans_b of c must match the strides: sam == 1 / sbk == 1.)
+bool coopmm_fits(const CoopMmConfig& c, int64_t M, int64_t N, int64_t K, int64_t sam, int64_t sak, int64_t sbk,
+                 int64_t sbn, int64_t scm, int64_t scn, uint64_t addr_a, uint64_t addr_b, uint64_t addr_c);
+
+}  // namespace ir
+}  // namespace htr_sdk
+
+#endif  // HTR_SDK_IR_GLSL_COOPMM_H_
