@@ -20,10 +20,22 @@
 // loop are double-buffered: iteration j+1's tiles are copied (cp.async)
 // while iteration j computes; the addresses come from a lambda of the
 // iteration that repeats the body's scalar code (as the block lowering's).
+// Warps: W = the largest power of two dividing R/16 up to the target's
+// max_warps (8 by default; HTR_CUDA_BLOCK_WARPS), FM = R/(16 W) slabs each.
+// A staged A operand outside the loop is held as register fragments only
+// where they are few (FM*K/16*4 <= 16), else read per k16 step (ldmatrix).
+// Causal selects: a FRAG select whose condition is a conjunction of <, <=,
+// >, >= between i32 tiles affine in the tile indices is printed twice,
+// behind a warp-uniform test (htr_at_all: the condition at the corners of
+// the warp's rows x all columns, no i32 wrap), so tiles wholly inside the
+// mask take the first operand without per-element compares.
+// Descriptors of affine accesses (htr_aff) come from htr_sdk_render_cuda_aff.h,
+// shared with the block lowering.
 #include "htr_sdk_render_cuda.h"
 
 #include "htr_sdk_c_spell.h"
 #include "htr_sdk_ir_block.h"
+#include "htr_sdk_render_cuda_aff.h"
 
 
 namespace htr_sdk::ir {
@@ -88,6 +100,22 @@ template <class Aff>
 HTR_INLINE bool htr_at_tr(const Aff& f, int64_t d0, int64_t d1) {
   const htr_box b = htr_box_of(f, d0, d1);
   return b.s0 == 1 && b.s1 != 1;
+}
+// True when x = xc + xa*i0 + xb*i1 and y = yc + ya*i0 + yb*i1 stay inside
+// i32 (so no index arithmetic wraps) and x p y holds (p: htr_kir_cmp_t
+// 2..5) everywhere on the box [r0,r1] x [k0,k1]: both sides are linear, so
+// the four corners decide.
+HTR_INLINE bool htr_at_all(int p, int64_t xc, int64_t xa, int64_t xb, int64_t yc, int64_t ya, int64_t yb, int64_t r0,
+                           int64_t r1, int64_t k0, int64_t k1) {
+  bool ok = true;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const int64_t i0 = (c & 1) ? r1 : r0, i1 = (c & 2) ? k1 : k0;
+    const int64_t x = xc + xa * i0 + xb * i1, y = yc + ya * i0 + yb * i1;
+    ok = ok && x >= INT32_MIN && x <= INT32_MAX && y >= INT32_MIN && y <= INT32_MAX &&
+         (p == 2 ? x < y : p == 3 ? x <= y : p == 4 ? x > y : x >= y);
+  }
+  return ok;
 }
 // Packs two floats into bf16 (BF) or f16 halves, lo in the low half.
 template <bool BF> HTR_INLINE uint32_t htr_at_pack(float lo, float hi) {
@@ -180,9 +208,11 @@ class AttnRenderer {
       for (uint32_t i = for_op_ + 1; i + 1 < a_.body_end[for_op_]; ++i)
         if (k_.ops[i].opcode == HTR_KIR_OP_STORE) return no(why, "a store inside the loop");
     }
+    // One 16-row slab per warp up to the target's warps per block (8 by default: R = 128 runs as
+    // 8 warps; HTR_CUDA_BLOCK_WARPS=4 makes it 4 warps of 32 rows each, FA2's arrangement).
     const uint32_t slabs = R_ / 16;
-    W_ = slabs % 4 == 0 ? 4 : slabs % 2 == 0 ? 2 : 1;
-    while (W_ * 32 > t.max_warps * 32 && W_ > 1) W_ /= 2;
+    W_ = 1;
+    while (W_ * 2 <= slabs && slabs % (W_ * 2) == 0 && W_ * 2 <= t.max_warps && W_ * 2 <= 8) W_ *= 2;
     FM_ = slabs / W_;
     // Demand: reverse program order (a loop's body follows its FOR op).
     for (uint32_t ii = static_cast<uint32_t>(k_.ops.size()); ii-- > 0;) {
@@ -618,7 +648,56 @@ class AttnRenderer {
     }
     const std::string x = element(op, r, l, l, in);
     line(T + " " + nm + dims(t, l) + ";");
+    std::string all;
+    if (op.opcode == HTR_KIR_OP_SELECT && l == kFrag && all_true(op.operands[0], t.shape[1], &all)) {
+      // Causal masks: where the condition holds on the warp's whole part of the tile (every
+      // tile below the diagonal), the select is its first operand; only the diagonal tiles
+      // evaluate the condition per element.
+      line("if (" + all + ") {");
+      line("  " + loops(t, l) + nm + idx(l) + " = " + in(1) + ";");
+      line("} else {");
+      line("  " + loops(t, l) + nm + idx(l) + " = " + x + ";");
+      line("}");
+      return;
+    }
     line(loops(t, l) + nm + idx(l) + " = " + x + ";");
+  }
+
+  // A warp-uniform C condition that is true only where the bool tile `id`
+  // (inside an [R, n] FRAG context) is true on all of this warp's rows and
+  // all n columns: conjunctions of <, <=, >, >= between i32 tiles affine in
+  // the tile indices (aff_.ints). False where `id` has another form.
+  bool all_true(uint32_t id, uint32_t n, std::string* out) const {
+    if (!type(id).is_tile()) {
+      *out = v(id);
+      return true;
+    }
+    const uint32_t p = producer_[id];
+    if (p == UINT32_MAX) return false;
+    const Op& op = k_.ops[p];
+    if (op.opcode == HTR_KIR_OP_AND) {
+      std::string a, b;
+      if (!all_true(op.operands[0], n, &a) || !all_true(op.operands[1], n, &b)) return false;
+      *out = "(" + a + " && " + b + ")";
+      return true;
+    }
+    if (op.opcode != HTR_KIR_OP_CMP || op.attrs[0] < HTR_KIR_CMP_LT || op.attrs[0] > HTR_KIR_CMP_GE) return false;
+    std::string side[2];
+    for (int s = 0; s < 2; ++s) {
+      const uint32_t o = op.operands[s];
+      const Affine& f = aff_.ints[o];
+      if (!f.ok() || f.dtype != HTR_DTYPE_I32) return false;
+      const Type& to = type(o);
+      const bool rows = to.is_tile() && to.rank == 2 && to.shape[0] > 1;
+      const bool cols = to.is_tile() && to.rank == 2 && to.shape[1] > 1;
+      if (to.is_tile() && to.rank != 2) return false;
+      side[s] = "(int64_t)" + coef_expr(f.c0, HTR_DTYPE_I32) + ", " +
+                (rows ? "(int64_t)" + coef_expr(f.c[0], HTR_DTYPE_I32) : std::string("0")) + ", " +
+                (cols ? "(int64_t)" + coef_expr(f.c[1], HTR_DTYPE_I32) : std::string("0"));
+    }
+    *out = "htr_at_all(" + std::to_string(op.attrs[0]) + ", " + side[0] + ", " + side[1] + ", htr_wrb, htr_wrb + " +
+           std::to_string(16 * FM_ - 1) + ", 0, " + std::to_string(n - 1) + ")";
+    return true;
   }
 
   // A load needed as a staged dot operand: outside the loop, staged here
@@ -642,7 +721,7 @@ class AttnRenderer {
              region_addr(*rg) + ", " + aff_.ptrs[op.operands[0]].base + ", " + v(r) + "_aff, " + tr + ");");
         line("htr_cp_commit(); htr_cp_wait<0>(); __syncthreads();");
       }
-      if (!bop) {
+      if (!bop && a_in_regs(*rg)) {
         const uint32_t ks = t.shape[1] / 16;
         line("uint32_t " + v(r) + "_a[" + std::to_string(FM_) + "][" + std::to_string(ks) + "][4];");
         line("_Pragma(\"unroll\") for (int i = 0; i < " + std::to_string(FM_) +
@@ -650,6 +729,14 @@ class AttnRenderer {
              "_a[i][kk], " + region_addr(*rg) + ", " + std::to_string(t.shape[1]) + ", htr_wrb + 16 * i, kk, htr_lane);");
       }
     }
+  }
+
+  // A staged A operand stays in registers (loaded once, before the loop) only where its
+  // fragments are few (16 registers); otherwise each dot reads them from shared memory per
+  // k16 step (ldmatrix), which leaves registers to the accumulators.
+  bool a_in_regs(const Region& rg) const {
+    const uint32_t k = type(rg.value).shape[1];
+    return !rg.in_loop && FM_ * (k / 16) * 4 <= 16;
   }
 
   void dot(const Op& op, uint32_t r) {
@@ -689,9 +776,12 @@ class AttnRenderer {
     line("_Pragma(\"unroll\") for (int kk = 0; kk < " + std::to_string(K / 16) + "; ++kk) {");
     ++depth_;
     line("uint32_t af[" + std::to_string(FM_) + "][4];");
-    if (a_staged) {
+    if (a_staged && a_in_regs(*region(a, false))) {
       line("_Pragma(\"unroll\") for (int i = 0; i < " + std::to_string(FM_) +
            "; ++i) _Pragma(\"unroll\") for (int w = 0; w < 4; ++w) af[i][w] = " + v(a) + "_a[i][kk][w];");
+    } else if (a_staged) {
+      line("_Pragma(\"unroll\") for (int i = 0; i < " + std::to_string(FM_) + "; ++i) htr_at_lda(af[i], " +
+           region_addr(*region(a, false)) + ", " + std::to_string(K) + ", htr_wrb + 16 * i, kk, htr_lane);");
     } else {
       line("_Pragma(\"unroll\") for (int i = 0; i < " + std::to_string(FM_) + "; ++i) {");
       line("  af[i][0] = htr_at_pack<" + bf + ">(" + af + "[i][2 * kk][0], " + af + "[i][2 * kk][1]);");
@@ -834,40 +924,10 @@ class AttnRenderer {
     return Status();
   }
 
-  // The affine access of a load (ptr, mask) as htr_aff fields.
-  std::string aff_type(const Op& op) const {
-    size_t n = 0;
-    if (op.operands.size() > 1)
-      for (const MaskTerm& t : aff_.masks[op.operands[1]].terms) n += t.dim >= 0 ? 1 : 0;
-    return "htr_aff<" + std::to_string(aff_.ptrs[op.operands[0]].parts.size()) + ", " + std::to_string(n) + ">";
-  }
+  // The affine access of a load (ptr, mask) as htr_aff fields: htr_sdk_render_cuda_aff.h.
+  std::string aff_type(const Op& op) const { return cuda_aff_type(aff_, op, 1); }
   void fill(const std::string& s, const Op& op) {
-    static const char* const cmp_ops[] = {"==", "!=", "<", "<=", ">", ">="};
-    const AffinePtr& ap = aff_.ptrs[op.operands[0]];
-    for (size_t j = 0; j < ap.parts.size(); ++j) {
-      const Affine& f = ap.parts[j];
-      const std::string at = "[" + std::to_string(j) + "] = ";
-      line(s + ".c0" + at + "(int64_t)" + coef_expr(f.c0, f.dtype) + "; " + s + ".c1" + at + "(int64_t)" +
-           coef_expr(f.c[0], f.dtype) + "; " + s + ".c2" + at + "(int64_t)" + coef_expr(f.c[1], f.dtype) + "; " + s +
-           ".w32" + at + (f.dtype == HTR_DTYPE_I32 ? "true;" : "false;"));
-    }
-    std::string all = "true";
-    size_t t = 0;
-    if (op.operands.size() > 1) {
-      for (const MaskTerm& mt : aff_.masks[op.operands[1]].terms) {
-        if (mt.dim < 0) {
-          all += " && " + (mt.cond.empty() ? "(" + coef_expr(mt.x0, HTR_DTYPE_I32) + " " + cmp_ops[mt.pred] + " " +
-                                                 coef_expr(mt.y, HTR_DTYPE_I32) + ")"
-                                           : mt.cond);
-          continue;
-        }
-        const std::string at = "[" + std::to_string(t++) + "] = ";
-        line(s + ".x0" + at + "(int64_t)" + coef_expr(mt.x0, HTR_DTYPE_I32) + "; " + s + ".y" + at + "(int64_t)" +
-             coef_expr(mt.y, HTR_DTYPE_I32) + "; " + s + ".dim" + at + std::to_string(mt.dim) + "; " + s + ".pred" +
-             at + std::to_string(mt.pred) + ";");
-      }
-    }
-    line(s + ".all = " + all + ";");
+    for (const std::string& l : cuda_aff_fill(aff_, op, 1, s)) line(l);
   }
 
   // Scalar spellings: the per-thread renderer's (htr_sdk_ir_render.cc),

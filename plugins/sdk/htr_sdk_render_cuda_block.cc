@@ -12,6 +12,7 @@
 #include "htr_sdk_c_spell.h"
 
 #include "htr_sdk_ir_block.h"
+#include "htr_sdk_render_cuda_aff.h"
 
 #include <cinttypes>
 #include <cstdio>
@@ -520,48 +521,10 @@ class BlockRenderer {
     return t.ptr ? d_.storage_type(t.dtype) + "*" : d_.compute_type(t.dtype);
   }
 
-  // The access of a load (operands ptr, mask) or store (ptr, value, mask).
-  const AffineMask* mask_of(const Op& op, bool store) const {
-    const size_t mi = store ? 2 : 1;
-    return op.operands.size() > mi ? &aff_.masks[op.operands[mi]] : nullptr;
-  }
-  size_t dim_terms(const AffineMask* m) const {
-    size_t n = 0;
-    if (m != nullptr)
-      for (const MaskTerm& t : m->terms) n += t.dim >= 0 ? 1 : 0;
-    return n;
-  }
-  std::string aff_type(const Op& op, bool store) const {
-    return "htr_aff<" + std::to_string(aff_.ptrs[op.operands[0]].parts.size()) + ", " +
-           std::to_string(dim_terms(mask_of(op, store))) + ">";
-  }
+  // The access of a load (operands ptr, mask) or store (ptr, value, mask): htr_sdk_render_cuda_aff.h.
+  std::string aff_type(const Op& op, bool store) const { return cuda_aff_type(aff_, op, store ? 2 : 1); }
   void fill(const std::string& s, const Op& op, bool store) {
-    static const char* const cmp_ops[] = {"==", "!=", "<", "<=", ">", ">="};
-    const AffinePtr& ap = aff_.ptrs[op.operands[0]];
-    for (size_t j = 0; j < ap.parts.size(); ++j) {
-      const Affine& f = ap.parts[j];
-      const std::string at = "[" + std::to_string(j) + "] = ";
-      line(s + ".c0" + at + "(int64_t)" + coef_expr(f.c0, f.dtype) + "; " + s + ".c1" + at + "(int64_t)" +
-           coef_expr(f.c[0], f.dtype) + "; " + s + ".c2" + at + "(int64_t)" + coef_expr(f.c[1], f.dtype) + "; " + s +
-           ".w32" + at + (f.dtype == HTR_DTYPE_I32 ? "true;" : "false;"));
-    }
-    std::string all = "true";
-    size_t t = 0;
-    if (const AffineMask* m = mask_of(op, store)) {
-      for (const MaskTerm& mt : m->terms) {
-        if (mt.dim < 0) {
-          all += " && " + (mt.cond.empty() ? "(" + coef_expr(mt.x0, HTR_DTYPE_I32) + " " + cmp_ops[mt.pred] + " " +
-                                                 coef_expr(mt.y, HTR_DTYPE_I32) + ")"
-                                           : mt.cond);
-          continue;
-        }
-        const std::string at = "[" + std::to_string(t++) + "] = ";
-        line(s + ".x0" + at + "(int64_t)" + coef_expr(mt.x0, HTR_DTYPE_I32) + "; " + s + ".y" + at + "(int64_t)" +
-             coef_expr(mt.y, HTR_DTYPE_I32) + "; " + s + ".dim" + at + std::to_string(mt.dim) + "; " + s + ".pred" +
-             at + std::to_string(mt.pred) + ";");
-      }
-    }
-    line(s + ".all = " + all + ";");
+    for (const std::string& l : cuda_aff_fill(aff_, op, store ? 2 : 1, s)) line(l);
   }
 
   // Scalar code of ops [begin, end): coefficient definitions and every

@@ -9,8 +9,7 @@
 
 #include "skip.h"
 
-#include <dlfcn.h>
-
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -21,6 +20,7 @@
 #include "htr/htr_kernel.h"
 #include "htr_sdk_ir.h"
 #include "htr_sdk_render_cuda.h"
+#include "nvrtc_check.h"
 #include "ops/kernels/kernels.h"
 
 namespace {
@@ -28,10 +28,10 @@ namespace {
 namespace k = htr::kernels;
 namespace ir = htr_sdk::ir;
 
-k::AttentionConfig Cfg(uint32_t bd, htr_dtype_t dt) {
+k::AttentionConfig Cfg(uint32_t bd, htr_dtype_t dt, uint32_t bm = 64, uint32_t bn = 64) {
   k::AttentionConfig c;
-  c.bm = 64;
-  c.bn = 64;
+  c.bm = bm;
+  c.bn = bn;
   c.bd = bd;
   c.dtype = dt;
   return c;
@@ -46,63 +46,49 @@ std::vector<std::vector<uint8_t>> Kernels(const k::AttentionConfig& c) {
 }
 
 TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", "[render]") {
-  void* lib = nullptr;
-  for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
-    if ((lib = dlopen(n, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-  using Create = int (*)(void**, const char*, const char*, int, const char* const*, const char* const*);
-  using Compile = int (*)(void*, int, const char* const*);
-  using LogSize = int (*)(void*, size_t*);
-  using Log = int (*)(void*, char*);
-  using Destroy = int (*)(void**);
-  if (lib == nullptr) {
+  const htr_test_cuda::Nvrtc nv;
+  if (!nv.ok()) {
     HTR_CUDA_TEST_SKIP("libnvrtc not found");
     return;
   }
-  auto create = reinterpret_cast<Create>(dlsym(lib, "nvrtcCreateProgram"));
-  auto compile = reinterpret_cast<Compile>(dlsym(lib, "nvrtcCompileProgram"));
-  auto log_size = reinterpret_cast<LogSize>(dlsym(lib, "nvrtcGetProgramLogSize"));
-  auto log = reinterpret_cast<Log>(dlsym(lib, "nvrtcGetProgramLog"));
-  auto destroy = reinterpret_cast<Destroy>(dlsym(lib, "nvrtcDestroyProgram"));
-  REQUIRE((create && compile && log_size && log && destroy));
-  for (uint32_t bd : {64u, 128u})
-    for (htr_dtype_t dt : {HTR_DTYPE_BF16, HTR_DTYPE_F16}) {
-      const auto irs = Kernels(Cfg(bd, dt));
-      for (const auto& bytes : irs) {
-        ir::Kernel kern;
-        ir::Analysis an;
-        REQUIRE(ir::read(bytes.data(), bytes.size(), &kern).ok());
-        REQUIRE(ir::verify(kern, &an).ok());
-        ir::CudaTarget target;
-        target.smem_bytes = 227 * 1024;
-        ir::Rendered r;
-        ir::CudaLaunch launch;
-        REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
-        INFO(kern.name << " bd " << bd << ": " << launch.lowering);
-        CHECK(launch.lowering.rfind("block-attn", 0) == 0);
-        CHECK(launch.block_program);
-        if (const char* dump = std::getenv("HTR_CUDA_TEST_DUMP"); dump != nullptr && *dump != '\0') {
-          const std::string path = std::string(dump) + "/" + kern.name + "_" + std::to_string(bd) +
-                                   (dt == HTR_DTYPE_BF16 ? "_bf16" : "_f16") + ".cu";
-          if (std::FILE* f = std::fopen(path.c_str(), "w")) {
-            std::fputs(r.source.c_str(), f);
-            std::fclose(f);
-          }
+  // 64x64 (4 warps of 16 rows) and 128x64 (8 warps of 16 rows; 4 of 32 rows with max_warps 4).
+  struct TileCase {
+    uint32_t bm, bn, max_warps;
+  };
+  for (const TileCase tc : {TileCase{64, 64, 8}, TileCase{128, 64, 8}, TileCase{128, 64, 4}})
+    for (uint32_t bd : {64u, 128u})
+      for (htr_dtype_t dt : {HTR_DTYPE_BF16, HTR_DTYPE_F16}) {
+        const auto irs = Kernels(Cfg(bd, dt, tc.bm, tc.bn));
+        for (size_t ki = 0; ki < irs.size(); ++ki) {
+          // The dK/dV kernel's rows are the key tile (bn): 128x64 changes only the other two.
+          if (tc.bm != 64 && ki == 2) continue;
+          const auto& bytes = irs[ki];
+          ir::Kernel kern;
+          ir::Analysis an;
+          REQUIRE(ir::read(bytes.data(), bytes.size(), &kern).ok());
+          REQUIRE(ir::verify(kern, &an).ok());
+          ir::CudaTarget target;
+          target.smem_bytes = 227 * 1024;
+          target.max_warps = tc.max_warps;
+          ir::Rendered r;
+          ir::CudaLaunch launch;
+          REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
+          INFO(kern.name << " bd " << bd << " tile " << tc.bm << "x" << tc.bn << ": " << launch.lowering);
+          CHECK(launch.lowering.rfind("block-attn", 0) == 0);
+          CHECK(launch.block_program);
+          CHECK(launch.threads == 32 * std::min<uint32_t>(tc.max_warps, tc.bm / 16));
+          htr_test_cuda::DumpSource(kern.name + "_" + std::to_string(bd) + (dt == HTR_DTYPE_BF16 ? "_bf16" : "_f16") +
+                                        (tc.bm == 64 ? std::string() : "_" + std::to_string(tc.bm) + "x" +
+                                                                           std::to_string(tc.bn) + "w" +
+                                                                           std::to_string(tc.max_warps)) +
+                                        ".cu",
+                                    r.source);
+          std::string text;
+          const int rc = nv.compile(r.source, &text);
+          INFO(text);
+          CHECK(rc == 0);
         }
-        void* prog = nullptr;
-        REQUIRE(create(&prog, r.source.c_str(), "k.cu", 0, nullptr, nullptr) == 0);
-        const char* opts[] = {"--gpu-architecture=sm_90", "--std=c++17", "--device-as-default-execution-space"};
-        const int rc = compile(prog, 3, opts);
-        std::string text;
-        size_t n = 0;
-        if (log_size(prog, &n) == 0 && n > 1) {
-          text.resize(n);
-          log(prog, &text[0]);
-        }
-        destroy(&prog);
-        INFO(text);
-        CHECK(rc == 0);
       }
-    }
   // f32 attention keeps the per-thread lowering (no tensor cores for f32), and so does the
   // one-kernel bf16 backward (nested loops, stores inside them).
   std::vector<uint8_t> one;
@@ -277,58 +263,67 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
     htr_tensor_t* tv = Tensor(dev, HTR_DTYPE_BF16, bytes(hv));
     htr_tensor_t* tdo = Tensor(dev, HTR_DTYPE_BF16, bytes(hdo));
     const std::vector<uint8_t> zero16(n * 2, 0), zero32(B * H * T * 4, 0);
-    htr_tensor_t* to = Tensor(dev, HTR_DTYPE_BF16, zero16);
-    htr_tensor_t* tdq = Tensor(dev, HTR_DTYPE_BF16, zero16);
-    htr_tensor_t* tdk = Tensor(dev, HTR_DTYPE_BF16, zero16);
-    htr_tensor_t* tdv = Tensor(dev, HTR_DTYPE_BF16, zero16);
-    htr_tensor_t* tl = Tensor(dev, HTR_DTYPE_F32, zero32);
-    htr_tensor_t* tdl = Tensor(dev, HTR_DTYPE_F32, zero32);
-    const auto irs = Kernels(Cfg(sh.bd, HTR_DTYPE_BF16));
-    auto strides = [&](std::vector<htr_kernel_launch_arg_t>* a, int count) {
-      for (int c = 0; c < count; ++c)
-        for (int64_t s : {H * T * D, T * D, D, int64_t{1}}) a->push_back(IA(s));
-    };
-    const uint32_t tiles = static_cast<uint32_t>((T + 63) / 64), bh = static_cast<uint32_t>(B * H);
-    std::vector<htr_kernel_launch_arg_t> fa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tl), IA(H), IA(T), IA(D), FA(scale)};
-    strides(&fa, 4);
-    Launch(dev, irs[0], tiles, bh, fa);
-    std::vector<htr_kernel_launch_arg_t> qa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tdo), TA(tl), TA(tdl), TA(tdq),
-                                               IA(H), IA(T), IA(D), FA(scale)};
-    strides(&qa, 6);
-    Launch(dev, irs[1], tiles, bh, qa);
-    std::vector<htr_kernel_launch_arg_t> ka = {TA(tq), TA(tk), TA(tv), TA(tdo), TA(tl), TA(tdl), TA(tdk), TA(tdv),
-                                               IA(H), IA(T), IA(D), FA(scale)};
-    strides(&ka, 6);
-    Launch(dev, irs[2], tiles, bh, ka);
-    auto as_double16 = [&](htr_tensor_t* t) {
-      const auto b = Read(t, n * 2);
-      std::vector<double> d(n);
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, b.data() + i * 2, 2);
-        d[i] = Bf16(h);
+    // Query tiles of 64 rows (4 warps) and 128 rows (8 warps of 16 rows at the plugin's default
+    // HTR_CUDA_BLOCK_WARPS; 4 warps of 32 rows where it is 4, as a process-wide setting): the dK/dV
+    // kernel keeps 64-row key tiles.
+    for (const uint32_t bm : {64u, 128u}) {
+      // The query tile sets the forward's and dQ's rows; dK/dV keeps 64x64 (its rows are the key tile,
+      // and a 128-row query step at D = 128 needs more shared memory than a block has).
+      auto irs = Kernels(Cfg(sh.bd, HTR_DTYPE_BF16, bm, 64));
+      irs[2] = Kernels(Cfg(sh.bd, HTR_DTYPE_BF16))[2];
+      // Fresh zeroed outputs per variant, so that each variant's results are its own.
+      htr_tensor_t* to = Tensor(dev, HTR_DTYPE_BF16, zero16);
+      htr_tensor_t* tdq = Tensor(dev, HTR_DTYPE_BF16, zero16);
+      htr_tensor_t* tdk = Tensor(dev, HTR_DTYPE_BF16, zero16);
+      htr_tensor_t* tdv = Tensor(dev, HTR_DTYPE_BF16, zero16);
+      htr_tensor_t* tl = Tensor(dev, HTR_DTYPE_F32, zero32);
+      htr_tensor_t* tdl = Tensor(dev, HTR_DTYPE_F32, zero32);
+      auto strides = [&](std::vector<htr_kernel_launch_arg_t>* a, int count) {
+        for (int c = 0; c < count; ++c)
+          for (int64_t s : {H * T * D, T * D, D, int64_t{1}}) a->push_back(IA(s));
+      };
+      const uint32_t tiles = static_cast<uint32_t>((T + bm - 1) / bm), bh = static_cast<uint32_t>(B * H);
+      std::vector<htr_kernel_launch_arg_t> fa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tl), IA(H), IA(T), IA(D), FA(scale)};
+      strides(&fa, 4);
+      Launch(dev, irs[0], tiles, bh, fa);
+      std::vector<htr_kernel_launch_arg_t> qa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tdo), TA(tl), TA(tdl), TA(tdq),
+                                                 IA(H), IA(T), IA(D), FA(scale)};
+      strides(&qa, 6);
+      Launch(dev, irs[1], tiles, bh, qa);
+      std::vector<htr_kernel_launch_arg_t> ka = {TA(tq), TA(tk), TA(tv), TA(tdo), TA(tl), TA(tdl), TA(tdk), TA(tdv),
+                                                 IA(H), IA(T), IA(D), FA(scale)};
+      strides(&ka, 6);
+      Launch(dev, irs[2], static_cast<uint32_t>((T + 63) / 64), bh, ka);
+      auto as_double16 = [&](htr_tensor_t* t) {
+        const auto b = Read(t, n * 2);
+        std::vector<double> d(n);
+        for (int64_t i = 0; i < n; ++i) {
+          uint16_t h;
+          std::memcpy(&h, b.data() + i * 2, 2);
+          d[i] = Bf16(h);
+        }
+        return d;
+      };
+      const auto bl = Read(tl, B * H * T * 4);
+      std::vector<double> gl(B * H * T);
+      for (size_t i = 0; i < gl.size(); ++i) {
+        float f;
+        std::memcpy(&f, bl.data() + i * 4, 4);
+        gl[i] = f;
       }
-      return d;
-    };
-    const auto bl = Read(tl, B * H * T * 4);
-    std::vector<double> gl(B * H * T);
-    for (size_t i = 0; i < gl.size(); ++i) {
-      float f;
-      std::memcpy(&f, bl.data() + i * 4, 4);
-      gl[i] = f;
+      INFO("B " << B << " H " << H << " T " << T << " D " << D << " tile " << bm << "x64");
+      const double e_o = Nmse(o, as_double16(to)), e_l = Nmse(lse, gl), e_q = Nmse(dq, as_double16(tdq)),
+                   e_k = Nmse(dk, as_double16(tdk)), e_v = Nmse(dv, as_double16(tdv));
+      WARN("tile " << bm << "x64: attention bf16 NMSE vs double: O " << e_o << " lse " << e_l << " dQ " << e_q << " dK " << e_k << " dV " << e_v);
+      // bf16 outputs (relative rounding 2^-9) and bf16 P / dS before their dots.
+      CHECK(e_o <= 1e-4);
+      CHECK(e_l <= 1e-6);
+      CHECK(e_q <= 5e-4);
+      CHECK(e_k <= 5e-4);
+      CHECK(e_v <= 5e-4);
+      for (htr_tensor_t* t : {to, tdq, tdk, tdv, tl, tdl}) htr_tensor_release(t);
     }
-    INFO("B " << B << " H " << H << " T " << T << " D " << D);
-    const double e_o = Nmse(o, as_double16(to)), e_l = Nmse(lse, gl), e_q = Nmse(dq, as_double16(tdq)),
-                 e_k = Nmse(dk, as_double16(tdk)), e_v = Nmse(dv, as_double16(tdv));
-    WARN("attention bf16 NMSE vs double: O " << e_o << " lse " << e_l << " dQ " << e_q << " dK " << e_k << " dV "
-                                             << e_v);
-    // bf16 outputs (relative rounding 2^-9) and bf16 P / dS before their dots.
-    CHECK(e_o <= 1e-4);
-    CHECK(e_l <= 1e-6);
-    CHECK(e_q <= 5e-4);
-    CHECK(e_k <= 5e-4);
-    CHECK(e_v <= 5e-4);
-    for (htr_tensor_t* t : {tq, tk, tv, tdo, to, tdq, tdk, tdv, tl, tdl}) htr_tensor_release(t);
+    for (htr_tensor_t* t : {tq, tk, tv, tdo}) htr_tensor_release(t);
   }
 }
 

@@ -4,9 +4,9 @@
 // tensor by tensor.
 #include <catch2/catch.hpp>
 
+#include "nvrtc_check.h"
 #include "skip.h"
 
-#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdio>
@@ -171,25 +171,7 @@ std::vector<Case> Cases() {
 
 // ---- [render]: CUDA C through NVRTC, no GPU ----
 
-struct Nvrtc {
-  void* lib = nullptr;
-  int (*create)(void**, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
-  int (*compile)(void*, int, const char* const*) = nullptr;
-  int (*log_size)(void*, size_t*) = nullptr;
-  int (*log)(void*, char*) = nullptr;
-  int (*destroy)(void**) = nullptr;
-  Nvrtc() {
-    for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"})
-      if ((lib = dlopen(n, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-    if (lib == nullptr) return;
-    create = reinterpret_cast<decltype(create)>(dlsym(lib, "nvrtcCreateProgram"));
-    compile = reinterpret_cast<decltype(compile)>(dlsym(lib, "nvrtcCompileProgram"));
-    log_size = reinterpret_cast<decltype(log_size)>(dlsym(lib, "nvrtcGetProgramLogSize"));
-    log = reinterpret_cast<decltype(log)>(dlsym(lib, "nvrtcGetProgramLog"));
-    destroy = reinterpret_cast<decltype(destroy)>(dlsym(lib, "nvrtcDestroyProgram"));
-  }
-  bool ok() const { return create && compile && log_size && log && destroy; }
-};
+using htr_test_cuda::Nvrtc;
 
 TEST_CASE("every universal kernel renders to CUDA C that NVRTC compiles for sm_90", "[render]") {
   Nvrtc nv;
@@ -228,24 +210,10 @@ TEST_CASE("every universal kernel renders to CUDA C that NVRTC compiles for sm_9
       } else {
         REQUIRE(ir::render(kern, an, {}, ir::cuda_dialect(), &r).ok());
       }
-      if (const char* dump = std::getenv("HTR_CUDA_TEST_DUMP"); dump != nullptr && *dump != '\0') {
-        const std::string path = std::string(dump) + "/" + c.name + (block == 3 ? ".fd.cu" : block == 2 ? ".mid.cu" : block ? ".block.cu" : ".cu");
-        if (std::FILE* f = std::fopen(path.c_str(), "w")) {
-          std::fputs(r.source.c_str(), f);
-          std::fclose(f);
-        }
-      }
-      void* prog = nullptr;
-      REQUIRE(nv.create(&prog, r.source.c_str(), "k.cu", 0, nullptr, nullptr) == 0);
-      const char* opts[] = {"--gpu-architecture=sm_90", "--std=c++17", "--device-as-default-execution-space"};
-      const int rc = nv.compile(prog, 3, opts);
+      htr_test_cuda::DumpSource(c.name + (block == 3 ? ".fd.cu" : block == 2 ? ".mid.cu" : block ? ".block.cu" : ".cu"),
+                                r.source);
       std::string log;
-      size_t n = 0;
-      if (nv.log_size(prog, &n) == 0 && n > 1) {
-        log.resize(n);
-        nv.log(prog, &log[0]);
-      }
-      nv.destroy(&prog);
+      const int rc = nv.compile(r.source, &log);
       INFO(c.name << (block ? " (render_cuda)" : "") << "\n" << log << "\n" << (rc != 0 ? r.source : std::string()));
       CHECK(rc == 0);
     }
@@ -510,24 +478,9 @@ TEST_CASE("1-D programs render as row blocks that NVRTC compiles for sm_90", "[r
         CHECK(launch.lowering.find("not rows: ") != std::string::npos);
       }
       if (!launch.block_program || mma) continue;
-      if (const char* dump = std::getenv("HTR_CUDA_TEST_DUMP"); dump != nullptr && *dump != '\0') {
-        const std::string path = std::string(dump) + "/" + c.name + ".row" + std::to_string(cap) + ".cu";
-        if (std::FILE* f = std::fopen(path.c_str(), "w")) {
-          std::fputs(r.source.c_str(), f);
-          std::fclose(f);
-        }
-      }
-      void* prog = nullptr;
-      REQUIRE(nv.create(&prog, r.source.c_str(), "k.cu", 0, nullptr, nullptr) == 0);
-      const char* opts[] = {"--gpu-architecture=sm_90", "--std=c++17", "--device-as-default-execution-space"};
-      const int rc = nv.compile(prog, 3, opts);
+      htr_test_cuda::DumpSource(c.name + ".row" + std::to_string(cap) + ".cu", r.source);
       std::string log;
-      size_t n = 0;
-      if (nv.log_size(prog, &n) == 0 && n > 1) {
-        log.resize(n);
-        nv.log(prog, &log[0]);
-      }
-      nv.destroy(&prog);
+      const int rc = nv.compile(r.source, &log);
       INFO(log << "\n" << (rc != 0 ? r.source : std::string()));
       CHECK(rc == 0);
     }
