@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <limits>
 
+#include "colsum.h"
+#include "ops/kernels/colsum.h"
+#include "ops/kernels/cast_flat.h"
 #include "ops/kernels/train_kernels.h"
 
 namespace htr::sched {
@@ -23,8 +26,8 @@ constexpr uint32_t kBlock = 256;
 constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr uint32_t kSumChunk = 64;    // reduced elements per inner partial sum (train_kernels.h)
+constexpr int64_t kEmbeddingGradPrograms = 8192;  // programs wanted by embedding_grad (see Embedding)
 constexpr uint32_t kReduceBlock = 16;  // lanes per program of the strided reductions (see Reduce)
-constexpr int64_t kSliceRows = 512;    // reduced elements per slice of the split sums (see Reduce)
 
 Status Unimpl(const std::string& op, const std::string& why) { return ops::Unimplemented(op + ": " + why); }
 
@@ -134,12 +137,40 @@ class Lowering {
     return Status::Ok();
   }
 
+  // Appends launches built elsewhere (scheduler/colsum.h), checked and named as Launch does.
+  Status Adopt(const std::string& kernel, std::vector<FusedLaunch>* launches) {
+    for (FusedLaunch& l : *launches) {
+      for (int k = 0; k < 3; ++k) {
+        if (l.grid[k] > o_.max_grid[k])
+          return Unimpl(op_, kernel + ": grid axis " + std::to_string(k) + " of " + std::to_string(l.grid[k]) +
+                                 " exceeds the device's " + std::to_string(o_.max_grid[k]));
+      }
+    }
+    for (FusedLaunch& l : *launches) out_->launches.push_back(std::move(l));
+    if (out_->name.empty()) {
+      out_->name = kernel;
+    } else if (out_->name.find(kernel) == std::string::npos) {
+      out_->name += "+" + kernel;
+    }
+    return Status::Ok();
+  }
+
   Status Copy(ValueId x, htr_dtype_t in_dt, htr_dtype_t out_dt, const Shape& dims, const Shape& xs, int64_t x_off,
               const Shape& os, int64_t o_off) {
     Iter4 it;
     if (!Merge(dims, {xs, os}, &it)) return Unimpl(op_, "layout does not merge to 4 dims");
     const int64_t n = ops::Numel(dims);
     if (n == 0) return Status::Ok();
+    // Both sides one dense run (casts, contiguous reshapes, concat along the first axis): the flat
+    // conversion (ops/kernels/cast_flat.h), no rank-4 index walk.
+    const bool flat = it.d[0] == 1 && it.d[1] == 1 && it.d[2] == 1 &&
+                      (it.d[3] == 1 || (it.s[0][3] == 1 && it.s[1][3] == 1));
+    if (flat && n + std::max(x_off, o_off) <= kMaxIndex) {
+      const uint32_t fb = K::kFlatConvertBlock;
+      return Launch(in_dt == out_dt ? "flat_copy" : "flat_convert",
+                    [&](std::vector<uint8_t>* ir) { return K::BuildFlatConvert(in_dt, out_dt, fb, ir); },
+                    {Val(x), Val(OutV(0)), Int(n), Int(x_off), Int(o_off)}, Blocks(n, fb));
+    }
     std::vector<FusedArg> a = {Val(x), Val(OutV(0)), Int(n)};
     PushDims(it, &a);
     PushStrides(it, 0, &a);
@@ -339,7 +370,6 @@ Status Lowering::LayerNormGrad() {
   if (n == 0) return Status::Ok();
   const int64_t rows = n / cols;
   const uint32_t block = std::min<uint32_t>(Pow2AtLeast(cols), 1024);
-  const uint32_t pblock = std::min<uint32_t>(Pow2AtLeast(cols), 16);
   out_->scratch_bytes = {static_cast<uint64_t>(rows) * 4, static_cast<uint64_t>(rows) * 4};
   HTR_OPS_RETURN_IF_ERROR(Launch(
       "layernorm_backward",
@@ -347,10 +377,12 @@ Status Lowering::LayerNormGrad() {
       {Val(InV(0)), Val(InV(1)), Val(InV(2)), Val(OutV(0)), Scr(0), Scr(1), Int(cols),
        Flt(s_.attrs.GetFloat("eps", 1e-5))},
       static_cast<uint32_t>(rows)));
-  return Launch("layernorm_backward_params",
-                [&](std::vector<uint8_t>* ir) { return K::BuildLayerNormBackwardParams(HTR_DTYPE_F32, pblock, ir); },
-                {Val(InV(0)), Val(InV(2)), Scr(0), Scr(1), Val(OutV(1)), Val(OutV(2)), Int(rows), Int(cols)},
-                Blocks(cols, pblock));
+  // dweight/dbias: the split column sum (scheduler/colsum.h), per-slice partials then an ordered
+  // finish; one program per 16 columns walking all rows made this 6.5 ms per call on an H200.
+  std::vector<FusedLaunch> sums;
+  HTR_OPS_RETURN_IF_ERROR(AppendLayerNormParamSums(rows, cols, Val(InV(0)), Val(InV(2)), Scr(0), Scr(1), Val(OutV(1)),
+                                                   Val(OutV(2)), false, &out_->scratch_bytes, &sums));
+  return Adopt("layernorm_params_colsum", &sums);
 }
 
 Status Lowering::CrossEntropy(bool grad) {
@@ -396,10 +428,22 @@ Status Lowering::Embedding(bool grad) {
     return Unimpl(op_, "dtype or rank");
   const int64_t V = dw.shape[0], D = dw.shape[1], n = ops::Numel(ids.shape);
   if (V == 0 || D == 0) return Status::Ok();
+  // Rows split too (embedding_grad_rows): program (c, v) owns a column block of rows_per_program
+  // table rows and walks the ids in tiles, visiting only tiles that hold one of its rows. About
+  // kEmbeddingGradPrograms programs (gpt2's 50257 x 768 table: 6 x 786 of 64 rows) where one
+  // program per 32 columns, each zeroing and walking everything, took 5.8 ms on an H200.
+  // Column blocks of 32 keep the per-id work small (one tile of loads, adds and stores per id):
+  // llvmpipe (lavapipe) caps the loop iterations of one invocation at 65535, all loops together,
+  // and ends loops early past it; at 128 columns (16 element iterations per loop with its 8
+  // invocations) the tiny preset's 2048 ids went past it (tests/vulkan, embedding_grad_rows).
   const uint32_t block = std::min<uint32_t>(Pow2AtLeast(D), 32);
-  return Launch("embedding_grad",
-                [&](std::vector<uint8_t>* ir) { return K::BuildEmbeddingGrad(dw.dtype, ids.dtype, block, ir); },
-                {Val(InV(0)), Val(InV(1)), Val(OutV(0)), Int(n), Int(V), Int(D), Int(D), Int(D)}, Blocks(D, block));
+  const int64_t col_programs = Blocks(D, block);
+  const int64_t want = (V * col_programs + kEmbeddingGradPrograms - 1) / kEmbeddingGradPrograms;
+  const int64_t per = std::min<int64_t>(std::max<int64_t>(Pow2AtLeast(want), 16), 1024);
+  return Launch("embedding_grad_rows",
+                [&](std::vector<uint8_t>* ir) { return K::BuildEmbeddingGradRows(dw.dtype, ids.dtype, block, ir); },
+                {Val(InV(0)), Val(InV(1)), Val(OutV(0)), Int(n), Int(V), Int(D), Int(D), Int(D), Int(per)},
+                static_cast<uint32_t>(col_programs), Blocks(V, static_cast<uint32_t>(per)));
 }
 
 Status Lowering::Reduce() {
@@ -454,22 +498,23 @@ Status Lowering::Reduce() {
   PushDims(ri, &a);
   PushStrides(ri, 0, &a);
   a.push_back(Flt(scale));
-  // Long sums with few outputs (bias gradients: r = batch x sequence, m = width) split over the
-  // reduced elements too: slices of kSliceRows, one partial per slice and output into scratch,
-  // then the partials added in slice order. One program per 16 outputs walking all r elements left
-  // a GPU nearly idle (gpt2 B16 T1024 on an H200: 11.3 ms per bias gradient, 43% of the step).
-  if (!is_max && r >= 4 * kSliceRows) {
-    const int64_t slices = (r + kSliceRows - 1) / kSliceRows;
-    out_->scratch_bytes = {static_cast<uint64_t>(slices * m) * 4};
+  // Long sums (bias gradients: r = batch x sequence, m = width) split over the reduced elements
+  // with the column-sum mechanism (scheduler/colsum.h): one f32 partial per slice and output into
+  // scratch, then the partials added in slice order. One program per 16 outputs walking all r
+  // elements left a GPU nearly idle (gpt2 B16 T1024 on an H200: 11.3 ms per bias gradient).
+  if (!is_max && r >= 4 * static_cast<int64_t>(kColSumChunk)) {
+    const ColSumPlan plan = PlanColSum(r, m);
+    out_->scratch_bytes = {static_cast<uint64_t>(plan.slices * m) * 4};
     std::vector<FusedArg> sa = a;
     sa[1] = Scr(0);
-    sa.push_back(Int(kSliceRows));
-    HTR_OPS_RETURN_IF_ERROR(Launch("reduce_sum_slices",
-                                   [&](std::vector<uint8_t>* ir) { return K::BuildReduceSumSlices(dt, block, kSumChunk, ir); },
-                                   std::move(sa), Blocks(m, block), static_cast<uint32_t>(slices)));
-    return Launch("reduce_sum_partials",
-                  [&](std::vector<uint8_t>* ir) { return K::BuildReduceSumPartials(dt, kBlock, ir); },
-                  {Scr(0), Val(OutV(0)), Int(m), Int(slices), Flt(scale)}, Blocks(m, kBlock));
+    sa.push_back(Int(plan.rows_per_slice));
+    HTR_OPS_RETURN_IF_ERROR(Launch(
+        "reduce_sum_slices",
+        [&](std::vector<uint8_t>* ir) { return K::BuildReduceSumSlices(dt, plan.block, kColSumChunk, ir); },
+        std::move(sa), plan.col_programs, static_cast<uint32_t>(plan.slices)));
+    std::vector<FusedLaunch> fin;
+    HTR_OPS_RETURN_IF_ERROR(AppendColSumFinish(plan, Scr(0), Val(OutV(0)), dt, scale, false, &fin));
+    return Adopt("colsum_finish", &fin);
   }
   // Long sums (bias gradients: r = batch x sequence) in chunks: f32 rounding error grows with
   // chunk + r / chunk instead of r (nearer the reference kernel's double accumulation).
@@ -482,23 +527,55 @@ Status Lowering::Reduce() {
                 Blocks(m, block));
 }
 
+// Two stages (ops/kernels/colsum.h): sum_squares_multi writes one f32 partial per program of
+// `per` elements of an input into one scratch buffer (inputs one after another, up to
+// kSumSquaresMultiMaxTensors inputs per launch); norm_finish adds them all in order and takes the
+// root. One single-program launch per input took 19.4 ms per step for gpt2's 86M parameters
+// (148 tensors) on an H200; now about 21k programs in 11 launches, then one.
 Status Lowering::GlobalNorm() {
   const htr_dtype_t dt = Out(0).dtype;
   if (dt != HTR_DTYPE_F32) return Unimpl(op_, "f32 only");
-  bool first = true;
+  struct Part {
+    size_t input;
+    int64_t n;
+    SquareSlicePlan plan;
+  };
+  std::vector<std::vector<Part>> launches;  // inputs per launch
+  int64_t total = 0, in_launch = 0;
   for (size_t k = 0; k < s_.inputs.size(); ++k) {
     if (In(k).dtype != dt) return Unimpl(op_, "mixed dtypes");
     const int64_t n = ops::Numel(In(k).shape);
     if (n == 0) continue;
-    HTR_OPS_RETURN_IF_ERROR(Launch("sum_squares",
-                                   [&](std::vector<uint8_t>* ir) { return K::BuildSumSquares(dt, kBlock, ir); },
-                                   {Val(InV(k)), Val(OutV(0)), Int(n), Int(first ? 0 : 1)}, 1));
-    first = false;
+    const SquareSlicePlan sp = PlanSumSquares(n, kBlock, o_.max_grid[0]);
+    if (launches.empty() || launches.back().size() == K::kSumSquaresMultiMaxTensors ||
+        in_launch + sp.programs > static_cast<int64_t>(o_.max_grid[0])) {
+      launches.emplace_back();
+      in_launch = 0;
+    }
+    launches.back().push_back(Part{k, n, sp});
+    in_launch += sp.programs;
+    total += sp.programs;
   }
-  if (first) return Unimpl(op_, "no elements");
-  return Launch("pw_sqrt",
-                [&](std::vector<uint8_t>* ir) { return K::BuildPointwise(K::PointwiseOp::kSqrt, dt, kBlock, ir); },
-                {Val(OutV(0)), Val(OutV(0)), Int(1), Flt(0.0), Flt(0.0)}, 1);
+  if (launches.empty()) return Unimpl(op_, "no elements");
+  if (total > kMaxIndex) return Unimpl(op_, "too many partial sums");
+  out_->scratch_bytes = {static_cast<uint64_t>(total) * 4};
+  int64_t base = 0;
+  for (const std::vector<Part>& parts : launches) {
+    std::vector<FusedArg> a = {Scr(0), Int(base)};
+    int64_t start = 0;
+    for (const Part& part : parts) {
+      a.insert(a.end(), {Val(InV(part.input)), Int(part.n), Int(part.plan.per), Int(start)});
+      start += part.plan.programs;
+    }
+    const uint32_t tensors = static_cast<uint32_t>(parts.size());
+    HTR_OPS_RETURN_IF_ERROR(
+        Launch("sum_squares_multi",
+               [&](std::vector<uint8_t>* ir) { return K::BuildSumSquaresMulti(dt, kBlock, tensors, ir); },
+               std::move(a), static_cast<uint32_t>(start)));
+    base += start;
+  }
+  return Launch("norm_finish", [&](std::vector<uint8_t>* ir) { return K::BuildNormFinish(kBlock, ir); },
+                {Scr(0), Val(OutV(0)), Int(total)}, 1);
 }
 
 Status Lowering::Layout() {

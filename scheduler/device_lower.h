@@ -18,6 +18,8 @@
 //   matmul       the batched DSL matmul (batch dims equal or absent on one side)
 // HTR_DEVICE_LOWER_SKIP=op,op,... (debugging) makes those ops UNIMPLEMENTED here, so they run
 // their reference kernels: bisecting a device-mode divergence op by op.
+// Copies whose operands are both one dense run (every cast, contiguous reshapes, concat along
+// the first axis) use the flat conversion (ops/kernels/cast_flat.h), others strided_copy.
 // Layouts merge to at most four dims per operand; index arithmetic is i32, so operands must
 // have fewer than 2^31 elements. Anything else is UNIMPLEMENTED with the reason (the caller then
 // runs that step's reference kernel).

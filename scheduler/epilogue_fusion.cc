@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "colsum.h"
 #include "fused_kernel.h"
 #include "ops/kernels/kernels.h"
 #include "runtime/config.h"
@@ -89,23 +90,20 @@ Status BuildLayerNormGradAdd(const Program& p, size_t a, size_t b, ValueId r, Fu
   const ops::Shape& x = p.values[ln.inputs[0]].info.shape;
   const int64_t cols = x.back(), rows = ops::Numel(x) / cols;
   const uint32_t block = std::min<uint32_t>(Pow2AtLeast(cols), 1024);
-  const uint32_t pblock = std::min<uint32_t>(Pow2AtLeast(cols), 16);  // as fused_kernel.cc's layer_norm_grad
   g->name = "layer_norm_grad+add";
   g->members = {ln, add};
   g->scratch_bytes = {static_cast<uint64_t>(rows) * 4, static_cast<uint64_t>(rows) * 4};
-  FusedLaunch l, pl;
+  FusedLaunch l;
   HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackwardResidual(HTR_DTYPE_F32, block, &l.ir), g->name));
   l.args = {FusedArg::Value(ln.inputs[0]), FusedArg::Value(ln.inputs[1]), FusedArg::Value(ln.inputs[2]),
             FusedArg::Value(r),            FusedArg::Value(add.outputs[0]), FusedArg::Scratch(0),
             FusedArg::Scratch(1),          FusedArg::Int(cols, true),       FusedArg::Float(ln.attrs.GetFloat("eps"))};
   l.grid[0] = static_cast<uint32_t>(rows);
-  HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackwardParams(HTR_DTYPE_F32, pblock, &pl.ir), g->name));
-  pl.args = {FusedArg::Value(ln.inputs[0]), FusedArg::Value(ln.inputs[2]), FusedArg::Scratch(0),
-             FusedArg::Scratch(1),          FusedArg::Value(ln.outputs[1]), FusedArg::Value(ln.outputs[2]),
-             FusedArg::Int(rows, true),     FusedArg::Int(cols, true)};
-  pl.grid[0] = static_cast<uint32_t>((cols + pblock - 1) / pblock);
-  g->launches = {std::move(l), std::move(pl)};
-  return Status::Ok();
+  g->launches = {std::move(l)};
+  // dweight/dbias: the split column sum (colsum.h), as fused_kernel.cc's layer_norm_grad.
+  return AppendLayerNormParamSums(rows, cols, FusedArg::Value(ln.inputs[0]), FusedArg::Value(ln.inputs[2]),
+                                  FusedArg::Scratch(0), FusedArg::Scratch(1), FusedArg::Value(ln.outputs[1]),
+                                  FusedArg::Value(ln.outputs[2]), true, &g->scratch_bytes, &g->launches);
 }
 
 // The next pair at or after step `from`: (a, b, residual) or false.

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "colsum.h"
 #include "fusion.h"
 #include "ops/kernels/kernels.h"
 #include "ops/lang/lang.h"
@@ -42,6 +43,7 @@ FusedArg IntArg(int64_t i, bool specialize) { return FusedArg::Int(i, specialize
 FusedArg FloatArg(double f) { return FusedArg::Float(f); }
 
 bool IsF32(const Program& p, ValueId v) { return p.values[v].info.dtype == HTR_DTYPE_F32; }
+bool IsFloat(htr_dtype_t d) { return d == HTR_DTYPE_F32 || d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
 bool IsId(const Program& p, ValueId v) {
   const htr_dtype_t d = p.values[v].info.dtype;
   return d == HTR_DTYPE_I32 || d == HTR_DTYPE_I64;
@@ -89,13 +91,23 @@ bool IsPerRowStep(const Program& p, const Step& s, const ops::Shape& S) {
   return true;
 }
 
+bool IsFloatCastStep(const Program& p, const Step& s) {
+  if (s.def->name != "cast" || s.inputs.size() != 1 || s.outputs.size() != 1) return false;
+  const ops::ValueInfo &x = p.values[s.inputs[0]].info, &y = p.values[s.outputs[0]].info;
+  return IsFloat(x.dtype) && IsFloat(y.dtype) && x.shape == y.shape;
+}
+
 bool IsRowStep(const Program& p, const Step& s) {
   const std::string& n = s.def->name;
-  if (s.outputs.size() != 1 || !IsF32(p, s.outputs[0])) return false;
+  // A float cast joins as a conversion in registers: the one place where a group's values may be
+  // bf16/f16 (loaded and stored in their dtype, computed in f32).
+  const bool cast = n == "cast";
+  if (cast ? !IsFloatCastStep(p, s) : (s.outputs.size() != 1 || !IsF32(p, s.outputs[0]))) return false;
   const ops::Shape S = RowShape(p, s);
   if (S.empty() || S.back() < 1 || S.back() > kMaxFusedCols) return false;
   const int64_t numel = ops::Numel(S);
   if (numel <= 0 || numel >= (int64_t{1} << 31)) return false;
+  if (cast) return true;
   for (ValueId v : s.inputs) {
     if (!IsF32(p, v)) return false;
   }
@@ -161,12 +173,14 @@ class RowKernel {
     const int64_t cols = S.back();
     const int64_t rows = ops::Numel(S) / cols;
     block_ = Pow2AtLeast(cols);
+    // Pointers in their values' dtypes (bf16/f16 only at casts, IsRowStep): loads widen to f32,
+    // stores round once.
     for (size_t k = 0; k < inputs_.size(); ++k) {
-      in_ptr_.push_back(b_.arg_ptr("in" + std::to_string(k), HTR_DTYPE_F32, true));
+      in_ptr_.push_back(b_.arg_ptr("in" + std::to_string(k), p_.values[inputs_[k]].info.dtype, true));
       out->args.push_back(ValueArg(inputs_[k]));
     }
     for (size_t k = 0; k < outputs_.size(); ++k) {
-      out_ptr_.push_back(b_.arg_ptr("out" + std::to_string(k), HTR_DTYPE_F32));
+      out_ptr_.push_back(b_.arg_ptr("out" + std::to_string(k), p_.values[outputs_[k]].info.dtype));
       out->args.push_back(ValueArg(outputs_[k]));
     }
     cols_ = b_.arg_scalar("cols", HTR_DTYPE_I32);
@@ -193,6 +207,8 @@ class RowKernel {
     }
     for (size_t k = 0; k < outputs_.size(); ++k) {
       L::Value v = vals_[outputs_[k]];
+      const htr_dtype_t odt = p_.values[outputs_[k]].info.dtype;
+      if (odt != HTR_DTYPE_F32) v = b_.cast(v, odt);
       if (per_row_.count(outputs_[k])) {  // one value per row, at its row index
         b_.store(out_ptr_[k] + row_, v);
         continue;
@@ -226,6 +242,7 @@ class RowKernel {
       case RowRole::kPerRow: r = b_.load(P + row_); break;
       default: r = b_.load(P + base_, cm_); break;
     }
+    if (p_.values[v].info.dtype != HTR_DTYPE_F32) r = b_.cast(r, HTR_DTYPE_F32);
     vals_[v] = r;
     return r;
   }
@@ -261,6 +278,11 @@ class RowKernel {
     if (n == "sigmoid") return 1.0 / (1.0 + L::exp(-in(0)));
     if (n == "relu") return L::maximum(in(0), 0.0);
     if (n == "gelu") return kernels::GeluTanh(in(0));
+    if (n == "cast") {
+      // Values are held in f32; a narrowing cast rounds here, exactly as the unfused cast would.
+      const htr_dtype_t to = p_.values[m.outputs[0]].info.dtype;
+      return to == HTR_DTYPE_F32 ? in(0) : b_.cast(b_.cast(in(0), to), HTR_DTYPE_F32);
+    }
     if (n == "causal_mask") {
       const int64_t T = S_[S_.size() - 2];
       L::Value i = row_ % static_cast<double>(T);
@@ -362,20 +384,17 @@ Status BuildSpecial(const Program& p, FusedGroup* g) {
   const ops::Shape& x = p.values[s.inputs[0]].info.shape;
   const int64_t cols = x.back(), rows = ops::Numel(x) / cols;
   const uint32_t block = std::min<uint32_t>(Pow2AtLeast(cols), 1024);
-  const uint32_t pblock = std::min<uint32_t>(Pow2AtLeast(cols), 16);  // more column programs: parallelism
   g->scratch_bytes = {static_cast<uint64_t>(rows) * 4, static_cast<uint64_t>(rows) * 4};
-  FusedLaunch a, b;
+  FusedLaunch a;
   HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackward(HTR_DTYPE_F32, block, &a.ir), n));
   a.args = {ValueArg(s.inputs[0]), ValueArg(s.inputs[1]), ValueArg(s.inputs[2]), ValueArg(s.outputs[0]),
             ScratchArg(0), ScratchArg(1), IntArg(cols, true), FloatArg(s.attrs.GetFloat("eps"))};
   a.grid[0] = static_cast<uint32_t>(rows);
-  HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackwardParams(HTR_DTYPE_F32, pblock, &b.ir), n));
-  b.args = {ValueArg(s.inputs[0]), ValueArg(s.inputs[2]), ScratchArg(0), ScratchArg(1), ValueArg(s.outputs[1]),
-            ValueArg(s.outputs[2]), IntArg(rows, true), IntArg(cols, true)};
-  b.grid[0] = static_cast<uint32_t>((cols + pblock - 1) / pblock);
   g->launches.push_back(std::move(a));
-  g->launches.push_back(std::move(b));
-  return Status::Ok();
+  // dweight/dbias: the split column sum (colsum.h), as device_lower.cc's layer_norm_grad.
+  return AppendLayerNormParamSums(rows, cols, ValueArg(s.inputs[0]), ValueArg(s.inputs[2]), ScratchArg(0),
+                                  ScratchArg(1), ValueArg(s.outputs[1]), ValueArg(s.outputs[2]), true,
+                                  &g->scratch_bytes, &g->launches);
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // fused_kernel.h — builds the kernel launches of one fused group (scheduler/fusion.h) with the
 // tile DSL: one program per row of the group's [rows, cols] shape, the row held in one tile of
-// block = next power of two >= cols; member ops become tile math in f32, row reductions (softmax,
-// layer_norm, softmax_grad, and sum/mean/max over the last axis) are tile reductions with masked
-// lanes neutralized; per-row values (kPerRow) are scalars of the program, stored one per row.
-// Shape scalars (cols, periods, rows) are arguments marked `specialize`, so the plugin bakes them
-// in.
+// block = next power of two >= cols; member ops become tile math in f32 (bf16/f16 group inputs
+// and outputs, which only casts produce or read, are converted at their loads and stores), row
+// reductions (softmax, layer_norm, softmax_grad, and sum/mean/max over the last axis) are tile
+// reductions with masked lanes neutralized; per-row values (kPerRow) are scalars of the program,
+// stored one per row. Shape scalars (cols, periods, rows) are arguments marked `specialize`, so
+// the plugin bakes them in.
 // cross_entropy, cross_entropy_grad and layer_norm_grad use the ops/kernels kernels.
 #ifndef HTR_SCHEDULER_FUSED_KERNEL_H_
 #define HTR_SCHEDULER_FUSED_KERNEL_H_
@@ -33,6 +34,10 @@ ops::Shape RowShape(const Program& p, const Step& s);
 // True when row step `s` yields one value per row of a group of shape S (an elementwise op on
 // per-row or scalar operands, e.g. log of a row sum): it may join that group.
 bool IsPerRowStep(const Program& p, const Step& s, const ops::Shape& S);
+// A cast between float dtypes (f32 bf16 f16) of the same shape: a row step (fusion.h) whose
+// input or output may be bf16/f16; the group loads and stores such values in their dtype and
+// holds every value in f32 in registers (a narrowing cast rounds there, as the unfused cast does).
+bool IsFloatCastStep(const Program& p, const Step& s);
 // cross_entropy, cross_entropy_grad or layer_norm_grad with shapes the kernels take.
 bool IsSpecialStep(const Program& p, const Step& s);
 

@@ -7,6 +7,8 @@
 
 #include "adamw_fusion.h"
 #include "attention_fusion.h"
+#include "cast_fold.h"
+#include "layout_bake.h"
 #include "epilogue_fusion.h"
 #include "fused_kernel.h"
 
@@ -28,6 +30,8 @@ Status Fuser::Rewrite(Program* p) {
   if (device_mode_) {
     HTR_OPS_RETURN_IF_ERROR(FuseAdamW(p, accept_, &stats_, &rejections_));      // adamw_fusion.h
     HTR_OPS_RETURN_IF_ERROR(FuseEpilogues(p, accept_, &stats_, &rejections_));  // epilogue_fusion.h
+    HTR_OPS_RETURN_IF_ERROR(FoldCastSums(p, accept_, &stats_, &rejections_));   // cast_fold.h
+    HTR_OPS_RETURN_IF_ERROR(BakeLayoutCopies(p, accept_, &stats_, &rejections_));  // layout_bake.h
   }
   const size_t nv = p->values.size();
   std::vector<int> producer(nv, -1);  // draft that produced a value
@@ -69,6 +73,25 @@ Status Fuser::Rewrite(Program* p) {
           break;
         }
       }
+      // Other open drafts of g's shape that the step reads merge into g: a binary op whose
+      // operands come from two open chains (under mixed precision each operand is its own chain of
+      // casts, e.g. a residual add of two widened bf16 values) becomes one group instead of
+      // storing one chain's result for the other. Open drafts have no reader outside them yet, so
+      // running the merged members at the position of the last one keeps every dependency.
+      for (ValueId v : s.inputs) {
+        const int d = producer[v];
+        if (g < 0 || d < 0 || d == g) continue;
+        Draft& dr = drafts[static_cast<size_t>(d)];
+        Draft& dg = drafts[static_cast<size_t>(g)];
+        if (dr.special || dr.closed || dr.shape != dg.shape || !reads_fit(d)) continue;
+        for (size_t i2 : dr.steps) {
+          for (ValueId o : p->steps[i2].outputs) producer[o] = g;
+        }
+        dg.steps.insert(dg.steps.end(), dr.steps.begin(), dr.steps.end());
+        std::sort(dg.steps.begin(), dg.steps.end());
+        dr.steps.clear();
+        dr.closed = true;
+      }
     }
     close_inputs(s, g);
     if (g < 0) {
@@ -103,6 +126,11 @@ Status Fuser::Rewrite(Program* p) {
   std::vector<std::vector<ValueId>> g_in(groups.size()), g_out(groups.size());
   for (size_t d = 0; d < drafts.size(); ++d) {
     const Draft& dr = drafts[d];
+    // Merged away, or only casts: a cast on its own is a flat conversion (device_lower.h), which a
+    // row program would not beat.
+    const bool only_casts = std::all_of(dr.steps.begin(), dr.steps.end(),
+                                        [&](size_t i) { return p->steps[i].def->name == "cast"; });
+    if (only_casts) continue;
     FusedGroup fg;
     std::vector<ValueId> in, out;
     std::vector<bool> inside(nv, false);

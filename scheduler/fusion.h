@@ -2,8 +2,11 @@
 // become fused groups, each run as one generated kernel (two where a sum crosses rows) built with
 // the tile DSL (ops/lang) by fused_kernel.h.
 //
-// What fuses (f32 values; the row length `cols` = last dim <= kMaxFusedCols):
-//  - row ops: add sub mul div maximum minimum (operands of the output's shape, of its last dim,
+// What fuses (f32 values, and bf16/f16 values at casts; the row length `cols` = last dim <=
+// kMaxFusedCols):
+//  - row ops: cast between float dtypes (a conversion in registers: under mixed precision,
+//    precision.h, the widening cast before an op and the narrowing one after it fold into the
+//    op's kernel, which then reads and writes bf16), add sub mul div maximum minimum (operands of the output's shape, of its last dim,
 //    scalars, or a trailing-suffix shape such as [T,C] in [B,T,C]), add_scalar, mul_scalar, neg,
 //    exp, log, tanh, sqrt, rsqrt, abs, sigmoid, relu, gelu, causal_mask, softmax, layer_norm,
 //    unary_grad (gelu, relu, tanh, sigmoid), softmax_grad, and the row reductions sum, mean, max
@@ -14,15 +17,19 @@
 //    elementwise ops on them join the group too, and full-row ops read them broadcast, so softmax
 //    written as max(keepdims) -> sub -> exp -> sum(keepdims) -> div, or a logsumexp, is one
 //    kernel; a value the group holds per row is never read as a column vector (a reduction
-//    without keepdims that numpy would broadcast along the last axis closes the group). A group
-//    closes when a step outside it reads one of its values (that value is then stored); values
-//    read only inside the group get no memory.
+//    without keepdims that numpy would broadcast along the last axis closes the group). A step
+//    reading values of two open groups of its shape merges them (a residual add of two widened
+//    chains). A group closes when a step outside it reads one of its values (that value is then
+//    stored); values read only inside the group get no memory. A group of casts only is left
+//    unfused (device_lower.h's flat conversion does it at memory speed).
 //  - single ops with their own kernels from ops/kernels: cross_entropy (per-row loss, then the
 //    mean), cross_entropy_grad, layer_norm_grad (dx per row, then dweight/dbias per column).
 //  - device mode only: per-parameter adamw_update steps (with their gradient-clipping products)
 //    become multi-tensor launches (adamw_fusion.h); cross_entropy joins its cross_entropy_grad and
-//    layer_norm_grad the residual add of its dx (epilogue_fusion.h). Steps these rewrites (and the
-//    attention rewrite) fuse are closed groups for the row fusion.
+//    layer_norm_grad the residual add of its dx (epilogue_fusion.h); a widening cast joins the
+//    column sum (bias gradient) that reads it (cast_fold.h); transpose/slice/concat/broadcast_to
+//    copies get their shapes baked into their kernels (layout_bake.h). Steps these rewrites (and
+//    the attention rewrite) fuse are closed groups for the row fusion.
 // A fused step runs at the position of its last member. The pass asks `accept` (the executable:
 // compile through the plugin's kernel_compile) for every group; a group it refuses, or whose
 // kernel cannot be built, stays as separate steps. Deterministic: same graph, same groups.

@@ -193,6 +193,11 @@ Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* o
   }
 
   // The stored value of source value v, converted to `want` (a cast right here when it differs).
+  // One cast per reader, right before it, so the converted copies are short-lived (the fusion
+  // pass folds widening ones into their reader's kernel). A weight read by the forward and the
+  // backward matmul is narrowed twice: sharing one lowp copy saves a weight-sized conversion per
+  // step but keeps 2 bytes per parameter alive from the forward to the backward pass, which on
+  // small models outweighs the activations the pass saves.
   auto as = [&](ValueId v, htr_dtype_t want, ValueId* res) -> Status {
     ValueId s = r.Map(v);
     if (s == kNoValue) return ops::Error(HTR_STATUS_INTERNAL, "precision: value used before it is produced");

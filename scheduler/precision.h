@@ -5,7 +5,8 @@
 //  - matmuls (including attention's two) compute in lowp: operands are lowp, the kernel accumulates
 //    in f32 or wider (the plugin's library op, or LowpMatmul below on the reference path);
 //  - every other float op computes in f32 (LayerNorm, softmax, reductions, the loss, the optimizer):
-//    lowp operands are widened by a cast placed right before the op, so the f32 copy is short-lived;
+//    lowp operands are widened by a cast placed right before the op, so the f32 copy is short-lived
+//    (the fusion pass, fusion.h, folds such casts into the op's kernel: no f32 copy at all);
 //  - storage: each f32 intermediate of the forward and backward pass is kept in lowp between ops,
 //    except values pinned to f32: small ones (< kMinLowpElements), outputs, values assigned to
 //    states, parameter gradients (from an optimizer op's gradient operand back through the ops

@@ -2,7 +2,10 @@
 // block, id); an id outside [0, V) gives a zero row. The gradient
 // scatter-adds rows of dy into dw; ids repeat, so to stay race-free and
 // deterministic without atomics each program owns one column block of dw
-// and walks all ids in order (after zeroing its block).
+// and walks all ids in order (after zeroing its block). embedding_grad_rows splits the table's
+// rows too: each program owns a block of rows x a block of columns, walks the ids in tiles and
+// visits one by one only the tiles holding one of its rows (same order per element, so the
+// same sums as embedding_grad, now from many programs).
 #include "ops/kernels/kernels.h"
 
 namespace htr::kernels {
@@ -41,6 +44,43 @@ Status BuildEmbeddingGrad(htr_dtype_t dt, htr_dtype_t id_dt, uint32_t block, std
     Value mv = m & b.splat((id >= 0.0) & (id < V), {block});
     Value p = Dw + (id * sdw + k);
     b.store(p, b.load(p, mv) + b.load(Dy + (i * sdy + k), m), mv);
+    return std::vector<Value>{};
+  });
+  return b.serialize(ir);
+}
+
+Status BuildEmbeddingGradRows(htr_dtype_t dt, htr_dtype_t id_dt, uint32_t block, std::vector<uint8_t>* ir) {
+  Builder b("embedding_grad_rows");
+  Value Ids = b.arg_ptr("ids", id_dt, true), Dy = b.arg_ptr("dy", dt, true), Dw = b.arg_ptr("dw", dt);
+  Value n = b.arg_scalar("n", HTR_DTYPE_I32), V = b.arg_scalar("rows", HTR_DTYPE_I32);
+  Value D = b.arg_scalar("dim", HTR_DTYPE_I32);
+  Value sdy = b.arg_scalar("stride_dy", HTR_DTYPE_I32), sdw = b.arg_scalar("stride_dw", HTR_DTYPE_I32);
+  Value per = b.arg_scalar("rows_per_program", HTR_DTYPE_I32);
+  const int32_t bs = static_cast<int32_t>(block);
+  Value lane = b.arange(0, bs);
+  Value k = b.program_id(0) * static_cast<double>(block) + lane;
+  Value m = k < D;
+  Value v0 = b.program_id(1) * per;
+  Value v1 = minimum(v0 + per, V);
+  Value zero = b.zeros({block}, dt);
+  b.for_range(v0, v1, b.i32(1), {}, [&](Value r, const std::vector<Value>&) {
+    b.store(Dw + (r * sdw + k), zero, m);
+    return std::vector<Value>{};
+  });
+  b.for_range(b.i32(0), n, b.i32(bs), {}, [&](Value t0, const std::vector<Value>&) {
+    // How many ids of this tile fall in [v0, v1): none (most tiles) skips the tile.
+    Value t = t0 + lane;
+    Value tid = b.cast(b.load(Ids + t, t < n), HTR_DTYPE_I32);
+    Value mine = (t < n) & (tid >= v0) & (tid < v1);
+    Value hits = b.sum(b.where(mine, b.full({block}, 1.0, HTR_DTYPE_F32), 0.0), 0);  // f32: every target reduces f32
+    Value end = b.where(hits > 0.0, minimum(t0 + static_cast<double>(bs), n), t0);
+    b.for_range(t0, end, b.i32(1), {}, [&](Value i, const std::vector<Value>&) {
+      Value id = b.cast(b.load(Ids + i), HTR_DTYPE_I32);
+      Value mv = m & b.splat((id >= v0) & (id < v1), {block});
+      Value p = Dw + (id * sdw + k);
+      b.store(p, b.load(p, mv) + b.load(Dy + (i * sdy + k), mv), mv);
+      return std::vector<Value>{};
+    });
     return std::vector<Value>{};
   });
   return b.serialize(ir);

@@ -35,6 +35,14 @@
 //               (ids outside [0, rows) skipped); deterministic, no atomics:
 //               each program owns a column block. Args: ids, dy, dw, n, rows,
 //               dim, stride_dy, stride_dw. Grid: (ceil(dim/block), 1, 1).
+//   embedding_grad_rows  embedding_grad with the rows split too: program (c, v)
+//               owns columns [c*block, ...) of rows [v*rows_per_program,
+//               min((v+1)*rows_per_program, rows)): zeroes them, then walks the
+//               ids in tiles of `block`, visiting in order only the tiles that
+//               hold one of its rows (the same order per element as
+//               embedding_grad). Args: ids, dy, dw, n, rows, dim, stride_dy,
+//               stride_dw, rows_per_program. Grid: (ceil(dim/block),
+//               ceil(rows/rows_per_program), 1).
 //   gelu_backward dx[i] = dy[i] * gelu'(x[i]) (tanh form), i < n. Args: x, dy,
 //               dx, n. Grid: (ceil(n/block), 1, 1).
 //   softmax_backward dx[r,:] = y[r,:] * (dy[r,:] - sum(dy[r,:] * y[r,:])).
@@ -155,6 +163,8 @@ Status BuildCrossEntropy(htr_dtype_t dtype, htr_dtype_t target_dtype, uint32_t b
 Status BuildEmbedding(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildEmbeddingGrad(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t block,
                           std::vector<uint8_t>* ir);
+Status BuildEmbeddingGradRows(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t block,
+                              std::vector<uint8_t>* ir);
 Status BuildGeluBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildSoftmaxBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildLayerNormBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);

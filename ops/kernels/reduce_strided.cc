@@ -1,9 +1,12 @@
 // Reductions over arbitrary axes (train_kernels.h): one lane per output element, the reduced
 // elements walked in order by a scalar loop, so every sum has a fixed order (deterministic) and
-// any axes work once merged to four kept and four reduced dims. sum_squares is the one-program
-// reduction behind global_norm: per-lane partial sums over the contiguous input, one tile sum.
+// any axes work once merged to four kept and four reduced dims. Long sums with few outputs split
+// over the reduced elements with the column-sum mechanism (colsum.h). sum_squares is a one-program
+// sum of squares (per-lane partial sums, one tile sum); global_norm's lowering now uses colsum.h's
+// two stages instead.
 #include <cmath>
 
+#include "ops/kernels/colsum.h"
 #include "ops/kernels/train_kernels.h"
 
 namespace htr::kernels {
@@ -85,46 +88,26 @@ Status BuildReduceSumChunked(htr_dtype_t dt, uint32_t block, uint32_t chunk, std
 }
 
 // Slice s = program_id(1) of the reduced elements, [s * rows_per_slice, min((s + 1) *
-// rows_per_slice, r)), summed in chunks of `chunk` as BuildReduceSumChunked does; the f32 partial
-// goes to out[s * m + o] (scale is not applied here).
+// rows_per_slice, r)), walked by the split column sum's stage 1 (colsum.h: chunks of `chunk`, in
+// order); the f32 partial goes to out[s * m + o] (scale is applied by the finish).
 Status BuildReduceSumSlices(htr_dtype_t dt, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir) {
   Builder b("reduce_sum_slices");
   StridedReduceArgs a(b, dt, block, HTR_DTYPE_F32, true);
-  Value per = a.per;
   Value s = b.program_id(1);
-  Value jb = s * per;
-  Value je = b.where(jb + per < a.r, jb + per, a.r);
-  const int32_t ch = static_cast<int32_t>(chunk);
-  auto res = b.for_range(jb, je, b.i32(ch), {b.zeros({block}, HTR_DTYPE_F32)},
-                         [&](Value j0, const std::vector<Value>& outer) {
-    Value part = b.zeros({block}, HTR_DTYPE_F32);
-    auto in = b.for_range(b.i32(0), b.i32(ch), b.i32(1), {part}, [&](Value dj, const std::vector<Value>& inner) {
-      Value j = j0 + dj;
-      Value x = b.cast(b.load(a.X + a.At(j), a.mo & b.splat(j < je, {block}), b.constant(0.0, dt)), HTR_DTYPE_F32);
-      return std::vector<Value>{inner[0] + x};
-    });
-    return std::vector<Value>{outer[0] + in[0]};
+  Value jb = s * a.per;
+  Value je = minimum(jb + a.per, a.r);
+  auto res = ColSumSliceLoop(b, jb, je, block, chunk, 1, [&](Value j) {
+    return std::vector<Value>{b.cast(b.load(a.X + a.At(j), a.mo, b.constant(0.0, dt)), HTR_DTYPE_F32)};
   });
   if (!b.ok()) return b.status();
   b.store(a.O + (s * a.m + a.o), res[0], a.mo);
   return b.serialize(ir);
 }
 
-// out[o] = scale * sum over s < slices of partial[s * m + o], in slice order.
+// out[o] = scale * sum over s < slices of partial[s * m + o], in a fixed order: the column sum's
+// finish (colsum.h), under the name the strided sum's callers know.
 Status BuildReduceSumPartials(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
-  Builder b("reduce_sum_partials");
-  Value P = b.arg_ptr("partial", HTR_DTYPE_F32, true), O = b.arg_ptr("out", dt);
-  Value m = b.arg_scalar("m", HTR_DTYPE_I32), slices = b.arg_scalar("slices", HTR_DTYPE_I32);
-  Value scale = b.arg_scalar("scale", HTR_DTYPE_F32);
-  Value o = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
-  Value mo = o < m;
-  auto res = b.for_range(b.i32(0), slices, b.i32(1), {b.zeros({block}, HTR_DTYPE_F32)},
-                         [&](Value k, const std::vector<Value>& acc) {
-    return std::vector<Value>{acc[0] + b.load(P + (k * m + o), mo)};
-  });
-  if (!b.ok()) return b.status();
-  b.store(O + o, b.cast(res[0] * scale, dt), mo);
-  return b.serialize(ir);
+  return BuildColSumFinish(dt, block, 1, ir);
 }
 
 Status BuildSumSquares(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {

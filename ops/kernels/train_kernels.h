@@ -88,7 +88,7 @@ Status BuildReduceSumChunked(htr_dtype_t dtype, uint32_t block, uint32_t chunk, 
 // GPUs: r = batch x sequence, m = width): BuildReduceSumSlices (BuildReduceSumChunked's arguments
 // with an f32 `out` of slices x m partials, plus rows_per_slice; grid axis 1 = slice) writes one
 // partial per slice and output; BuildReduceSumPartials (partial, out, m, slices, scale) adds them in
-// slice order. Deterministic.
+// a fixed order (colsum.h's colsum_finish). Deterministic.
 Status BuildReduceSumSlices(htr_dtype_t dtype, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir);
 Status BuildReduceSumPartials(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildSumSquares(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);

@@ -6,7 +6,7 @@ compiles every kernel concurrently; the threads=1 run then reads the cache it wr
 same htr_kernel_compile calls).
 
 Then with a compiler (HTR_CC) that refuses two kernels, a fused group's (fused_add_gelu) and a
-generated one's (pw_sqrt): both runs must still agree on plan and losses, the refused group must
+generated one's (pw_add_scalar): both runs must still agree on plan and losses, the refused group must
 be left unfused and the refused step run its reference kernel, and the refusal log lines (the
 group or step and the error, temp file names removed) must be the same, in the same order.
 
@@ -24,10 +24,10 @@ SHAPE = ["--layers", "2", "--width", "32", "--heads", "2", "--ctx", "16", "--bat
          "--warmup", "0", "--lr", "1e-2", "--seed", "7"]
 
 WRAPPER = """#!/bin/sh
-# Refuses the sources of two kernels (htr_k_fused_add_gelu, htr_k_pw_sqrt); compiles the rest.
+# Refuses the sources of two kernels (htr_k_fused_add_gelu, htr_k_pw_add_scalar); compiles the rest.
 for a in "$@"; do
   case "$a" in
-    *.cc) if grep -q -e 'htr_k_fused_add_gelu(' -e 'htr_k_pw_sqrt(' "$a"; then
+    *.cc) if grep -q -e 'htr_k_fused_add_gelu(' -e 'htr_k_pw_add_scalar(' "$a"; then
             echo "injected compile failure" >&2; exit 1
           fi ;;
   esac

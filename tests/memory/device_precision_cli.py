@@ -58,12 +58,13 @@ def test_bf16(tmp):
     host_log = os.path.join(tmp, "host.json")
     run(common + ["--precision", "bf16", "--log-json", host_log], os.path.join(tmp, "host"), {"HTR_EXEC": "host"})
     host = losses(host_log)
-    # Attention unfused in fp32 too, so that both plans hold the same matmul steps (the rewrite
-    # matches f32 attention only).
-    p32 = run(common + ["--precision", "fp32"], os.path.join(tmp, "f32"), {"HTR_EXEC": "device", "HTR_FUSE_ATTENTION": "0"})
-    m32, rows32 = memory_json(p32.stdout), plan_rows(p32.stdout)
-    mm32 = sum(r[3] for r in rows32 if r[0] == "matmul")
     for fusion in ("1", "0"):
+        # The fp32 reference plan with the same fusion setting: the attention rewrite fires in fp32
+        # and bf16 alike (attention_fusion.h), so both plans hold the same matmul steps.
+        p32 = run(common + ["--precision", "fp32"], os.path.join(tmp, "f32" + fusion),
+                  {"HTR_EXEC": "device", "HTR_FUSION": fusion})
+        m32, rows32 = memory_json(p32.stdout), plan_rows(p32.stdout)
+        mm32 = sum(r[3] for r in rows32 if r[0] == "matmul")
         log = os.path.join(tmp, "dev%s.json" % fusion)
         p = run(common + ["--precision", "bf16", "--log-json", log], os.path.join(tmp, "dev" + fusion),
                 {"HTR_EXEC": "device", "HTR_FUSION": fusion})

@@ -488,6 +488,31 @@ TEST_CASE("vulkan: cross-entropy, embedding, AdamW match the interpreter", "[vul
   check(env, ir, {buf(HTR_DTYPE_I32, std::vector<int32_t>{0, 10, 3, 3, 99}), f32(rnd(n * dim, 17)),
                   f32(std::vector<float>(vocab * dim, 5)), I(n), I(vocab), I(dim), I(dim), I(dim)},
         {(dim + 15) / 16, 1, 1});
+  {
+    // embedding_grad_rows: row blocks of 4 over a 13-row table, 300 ids in tiles of the block
+    // (repeats within and across tiles, tiles without any id of a block), columns 40 in two blocks.
+    const int V = 13, D = 40, N = 300, per = 4;
+    std::vector<int32_t> ids(N);
+    for (int i = 0; i < N; ++i) ids[static_cast<size_t>(i)] = (i * 7 + i / 50) % (i < 150 ? 5 : V);
+    for (uint32_t block : {32u, 64u}) {
+      built(BuildEmbeddingGradRows(HTR_DTYPE_F32, HTR_DTYPE_I32, block, &ir));
+      check(env, ir, {buf(HTR_DTYPE_I32, ids), f32(rnd(N * D, 23)), f32(std::vector<float>(V * D, 5)), I(N), I(V),
+                      I(D), I(D), I(D), I(per)},
+            {(D + block - 1) / block, (V + per - 1) / per, 1});
+    }
+    // The tiny preset's shape as device_lower launches it: 256 x 128 table, 2048 ids, column
+    // blocks of 32, 16 rows per program. On lavapipe this stays under llvmpipe's cap of 65535 loop
+    // iterations per invocation (all loops of a shader share one counter; past it loops end
+    // early, silently): block 128 (49 iterations per id, 100k in all) lost every tile past ~1365
+    // ids here, which is how vulkan-train-parity found it.
+    const int V2 = 256, D2 = 128, N2 = 2048, per2 = 16;
+    std::vector<int32_t> ids2(N2);
+    for (int i = 0; i < N2; ++i) ids2[static_cast<size_t>(i)] = 32 + (i * 37 + i / 3) % 90 + (i % 5 == 0 ? 130 : 0);
+    built(BuildEmbeddingGradRows(HTR_DTYPE_F32, HTR_DTYPE_I32, 32, &ir));
+    check(env, ir, {buf(HTR_DTYPE_I32, ids2), f32(rnd(N2 * D2, 24)), f32(std::vector<float>(V2 * D2, 5)), I(N2),
+                    I(V2), I(D2), I(D2), I(D2), I(per2)},
+          {D2 / 32, V2 / per2, 1});
+  }
   const int m = 300;
   built(BuildAdamW(HTR_DTYPE_F32, 128, &ir));
   check(env, ir,

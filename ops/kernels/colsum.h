@@ -1,0 +1,80 @@
+// ops/kernels/colsum.h — the split column sum: the one mechanism behind the long reductions with
+// few outputs of a training step (bias gradients through sum/mean, LayerNorm's dweight/dbias,
+// global_norm's sum of squares). Owner: ops/kernels (colsum.cc); the scheduler plans and launches it
+// through scheduler/colsum.h.
+//
+// Why: one program per block of outputs walking all rows leaves a GPU nearly idle when the outputs
+// are few and the rows many (gpt2 B16 T1024 on an H200: 48 programs of 16 lanes walking 16,384 rows
+// made each layer_norm_grad 6.5 ms). So the rows are cut into slices:
+//   stage 1, a "slices" kernel (one per kind of term): grid (ceil(cols / block), slices); program
+//     (c, s) adds the terms of rows [s * rows_per_slice, min((s + 1) * rows_per_slice, rows)) in row
+//     order, in chunks of `chunk` rows (each chunk summed on its own, the chunk sums added in
+//     order), and stores one f32 partial per term, slice and column: partial[s * cols + col];
+//   stage 2, colsum_finish: out[col] = cast(scale * sum over the slices of partial[s * cols +
+//     col]), in a fixed order (below).
+// Every sum has a fixed order given the plan (a function of the shape), so results are
+// deterministic run to run (no atomics; the column sums use per-lane adds only, no tile
+// reductions, so devices differ at most by FMA contraction); the rounding error grows with
+// chunk + rows_per_slice / chunk + slices, not with rows.
+// Slices of at most 512 rows and at most 128 lanes per program also keep each invocation's loop
+// count under what Mesa's llvmpipe runs (65535 iterations, see scheduler/device_lower.cc Reduce).
+//
+// Same conventions as kernels.h: serialized, verified IR or the DSL's error; arguments in launch
+// order; element strides; i32 index arithmetic.
+//
+//   colsum_finish   out[col] = cast(scale * sum_s partial[s * cols + col]), col < cols, for
+//                   `terms` (1 to 4) partial buffers at once (one launch for dweight and dbias);
+//                   per lane four accumulators (slice s to accumulator s % 4) added as
+//                   (a0 + a1) + (a2 + a3): four loads in flight, a fixed order. Args: partial_0..,
+//                   out_0.., cols, slices, scale (f32). Grid (ceil(cols / block), 1, 1).
+//   layernorm_params_slices  stage 1 of layer_norm_grad's parameter sums over contiguous x, dy
+//                   [rows, cols] with mean/rstd (f32 [rows], from layernorm_backward): terms
+//                   dy * (x - mean) * rstd (-> pdweight) and dy (-> pdbias). Args: x, dy, mean,
+//                   rstd, pdweight (f32), pdbias (f32), rows, cols, rows_per_slice.
+//                   Grid (ceil(cols / block), slices, 1).
+//   reduce_sum_slices  the strided sum's stage 1 (train_kernels.h).
+//   sum_squares_slices  a long sum with one output: partial[offset + p] = sum of x[i]^2 over
+//                   i in [p * per, min((p + 1) * per, n)) (contiguous x), per-lane partial sums in
+//                   order then one tile sum (fixed tree). Args: x, partial (f32), n, per, offset.
+//                   Grid (ceil(n / per), 1, 1).
+//   sum_squares_multi  sum_squares_slices over up to kSumSquaresMultiMaxTensors tensors in one
+//                   launch: tensor t owns this launch's programs [start_t, start_t + ceil(n_t /
+//                   per_t)); program p writes partial[base + p] (the same bits as
+//                   sum_squares_slices). Args: partial (f32), base, then per tensor x_t, n_t, per_t,
+//                   start_t. Grid (total programs of the tensors, 1, 1).
+//   norm_finish     out[0] = sqrt(sum of partial[0, count)): lane l adds partial[l], partial[l +
+//                   block], ... in order, then one tile sum. Args: partial (f32), out (f32),
+//                   count. Grid (1, 1, 1).
+#ifndef HTR_OPS_KERNELS_COLSUM_H_
+#define HTR_OPS_KERNELS_COLSUM_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "ops/kernels/kernels.h"
+
+namespace htr::kernels {
+
+// Largest rows per slice and lanes per program of every slices kernel (the llvmpipe bound above).
+constexpr int64_t kColSumMaxSliceRows = 512;
+constexpr uint32_t kColSumMaxBlock = 128;
+
+Status BuildColSumFinish(htr_dtype_t out_dtype, uint32_t block, uint32_t terms, std::vector<uint8_t>* ir);
+Status BuildLayerNormParamsSlices(htr_dtype_t dtype, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir);
+Status BuildSumSquaresSlices(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+// (HTR_KIR_MAX_ARGS - 2 shared arguments) / 4 per tensor.
+constexpr uint32_t kSumSquaresMultiMaxTensors = 15;
+Status BuildSumSquaresMulti(htr_dtype_t dtype, uint32_t block, uint32_t tensors, std::vector<uint8_t>* ir);
+Status BuildNormFinish(uint32_t block, std::vector<uint8_t>* ir);
+
+// The DSL side of stage 1, shared by the slices kernels: sums `terms` values per lane over rows
+// [jb, je) in chunks of `chunk` rows (the last chunk ends at je), in order. `term(j)` returns the
+// f32 [block] tiles of row j < je (lanes past the columns must give 0, e.g. masked loads).
+using ColSumTerms = std::function<std::vector<htr::lang::Value>(htr::lang::Value j)>;
+std::vector<htr::lang::Value> ColSumSliceLoop(htr::lang::Builder& b, htr::lang::Value jb, htr::lang::Value je,
+                                              uint32_t block, uint32_t chunk, size_t terms, const ColSumTerms& term);
+
+}  // namespace htr::kernels
+
+#endif  // HTR_OPS_KERNELS_COLSUM_H_

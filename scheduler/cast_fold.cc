@@ -1,0 +1,150 @@
+// Folding widening casts into the column sums that read them (see cast_fold.h).
+#include "cast_fold.h"
+
+#include <optional>
+
+#include "colsum.h"
+#include "fused_kernel.h"
+#include "ops/kernels/train_kernels.h"
+#include "runtime/config.h"
+
+namespace htr::sched {
+
+namespace {
+
+namespace K = htr::kernels;
+
+Status FromLang(const K::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  return ops::Error(HTR_STATUS_INTERNAL, what + ": " + s.message);
+}
+
+bool Lowp(htr_dtype_t d) { return d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
+
+// The reduced (leading) and kept (trailing) element counts of sum/mean step `s` when it reduces
+// exactly the leading axes of its input (at least one kept element); false otherwise.
+bool LeadingSum(const Program& p, const Step& s, int64_t* r, int64_t* m) {
+  const std::string& n = s.def->name;
+  if ((n != "sum" && n != "mean") || s.inputs.size() != 1 || s.outputs.size() != 1) return false;
+  const ops::Shape& X = p.values[s.inputs[0]].info.shape;
+  if (X.size() < 2 || p.values[s.outputs[0]].info.dtype != HTR_DTYPE_F32) return false;
+  std::vector<int64_t> axes = s.attrs.GetInts("axes");
+  if (axes.empty()) return false;  // every axis: no kept elements
+  std::vector<bool> reduced(X.size(), false);
+  for (int64_t a : axes) {
+    int64_t ax = 0;
+    if (!ops::NormalizeAxis(a, X.size(), &ax)) return false;
+    reduced[static_cast<size_t>(ax)] = true;
+  }
+  size_t lead = 0;
+  while (lead < X.size() && reduced[lead]) ++lead;
+  for (size_t k = lead; k < X.size(); ++k) {
+    if (reduced[k] && X[k] != 1) return false;  // a reduced axis among the kept ones
+  }
+  if (lead == 0 || lead == X.size()) return false;
+  *r = 1;
+  *m = 1;
+  for (size_t k = 0; k < X.size(); ++k) (k < lead ? *r : *m) *= X[k];
+  return *r > 0 && *m > 0 && *r * *m < (int64_t{1} << 31);
+}
+
+// Launches of the group {cast at a, sum at b}: x (lowp) -> out (f32).
+Status BuildCastSum(const Program& p, size_t a, size_t b, int64_t r, int64_t m, FusedGroup* g) {
+  const Step &cast = p.steps[a], &sum = p.steps[b];
+  const htr_dtype_t dt = p.values[cast.inputs[0]].info.dtype;
+  const ColSumPlan plan = PlanColSum(r, m);
+  if (plan.slices > kColSumMaxSlices) return ops::Unimplemented("cast+sum: too many row slices");
+  const double scale = sum.def->name == "mean" ? 1.0 / static_cast<double>(r) : 1.0;
+  g->name = "cast+" + sum.def->name;
+  g->members = {cast, sum};
+  g->scratch_bytes = {static_cast<uint64_t>(plan.slices * m) * 4};
+  // reduce_sum_slices' arguments (train_kernels.h) for kept dims [m] (stride 1) and reduced dims
+  // [r] (stride m), merged to rank 4 as device_lower.cc does.
+  FusedLaunch l;
+  HTR_OPS_RETURN_IF_ERROR(FromLang(K::BuildReduceSumSlices(dt, plan.block, kColSumChunk, &l.ir), g->name));
+  l.args = {FusedArg::Value(cast.inputs[0]), FusedArg::Scratch(0), FusedArg::Int(m), FusedArg::Int(r)};
+  for (int64_t v : {int64_t{1}, int64_t{1}, m, int64_t{0}, int64_t{0}, int64_t{0}, int64_t{1}})
+    l.args.push_back(FusedArg::Int(v));
+  for (int64_t v : {int64_t{1}, int64_t{1}, r, int64_t{0}, int64_t{0}, int64_t{0}, m}) l.args.push_back(FusedArg::Int(v));
+  l.args.push_back(FusedArg::Float(scale));
+  l.args.push_back(FusedArg::Int(plan.rows_per_slice));
+  l.grid[0] = plan.col_programs;
+  l.grid[1] = static_cast<uint32_t>(plan.slices);
+  g->launches = {std::move(l)};
+  return AppendColSumFinish(plan, FusedArg::Scratch(0), FusedArg::Value(sum.outputs[0]), HTR_DTYPE_F32, scale, false,
+                            &g->launches);
+}
+
+}  // namespace
+
+bool CastFoldEnabledByEnv() {
+  std::optional<std::string> v = htr::rt::ReadEnv("HTR_FOLD_CASTS");
+  if (!v) return true;
+  return !(*v == "0" || *v == "off" || *v == "false");
+}
+
+Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats, std::vector<std::string>* rejections) {
+  if (!CastFoldEnabledByEnv()) return Status::Ok();
+  const size_t nv = p->values.size();
+  std::vector<uint32_t> readers(nv, 0);
+  std::vector<bool> external(nv, false);
+  std::vector<int> producer(nv, -1);
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    for (ValueId v : p->steps[i].inputs) ++readers[v];
+    for (ValueId v : p->steps[i].outputs) producer[v] = static_cast<int>(i);
+  }
+  for (const Port& o : p->outputs) external[o.value] = true;
+  for (const Port& s : p->states) {
+    if (s.assigned != kNoValue) external[s.assigned] = true;
+  }
+  // Pairs (cast a, sum b); the cast's output has the sum as its only reader, so the group can run
+  // at b with the cast's input (produced before a) and nothing else needs the f32 copy.
+  std::vector<int> group_at(p->steps.size(), -1);  // at b: index into p->fused
+  std::vector<bool> drop(p->steps.size(), false);  // the casts
+  for (size_t b = 0; b < p->steps.size(); ++b) {
+    const Step& s = p->steps[b];
+    int64_t r = 0, m = 0;
+    if (s.fused >= 0 || s.alias || s.def == nullptr || !LeadingSum(*p, s, &r, &m)) continue;
+    if (r < 4 * static_cast<int64_t>(kColSumChunk)) continue;  // device_lower.cc's Reduce: no split
+    const ValueId x32 = s.inputs[0];
+    const int a = producer[x32];
+    if (a < 0 || readers[x32] != 1 || external[x32]) continue;
+    const Step& c = p->steps[static_cast<size_t>(a)];
+    if (c.fused >= 0 || c.alias || c.def == nullptr || !IsFloatCastStep(*p, c) ||
+        !Lowp(p->values[c.inputs[0]].info.dtype) || p->values[x32].info.dtype != HTR_DTYPE_F32)
+      continue;
+    FusedGroup g;
+    Status st = BuildCastSum(*p, static_cast<size_t>(a), b, r, m, &g);
+    std::string why;
+    if (st.ok() && !OfferGroup(*p, accept, &g, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+    if (!st.ok()) {
+      ++stats->rejected;
+      rejections->push_back(g.name + ": " + st.message);
+      continue;
+    }
+    group_at[b] = static_cast<int>(p->fused.size());
+    drop[static_cast<size_t>(a)] = true;
+    stats->groups += 1;
+    stats->graph_ops += 2;
+    p->fused.push_back(std::move(g));
+  }
+  std::vector<Step> steps;
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    if (drop[i]) continue;
+    if (group_at[i] < 0) {
+      steps.push_back(std::move(p->steps[i]));
+      continue;
+    }
+    const FusedGroup& g = p->fused[static_cast<size_t>(group_at[i])];
+    Step f;
+    f.def = p->steps[i].def;
+    f.inputs = {g.members[0].inputs[0]};
+    f.outputs = {g.members[1].outputs[0]};
+    f.fused = group_at[i];
+    steps.push_back(std::move(f));
+  }
+  p->steps = std::move(steps);
+  return Status::Ok();
+}
+
+}  // namespace htr::sched

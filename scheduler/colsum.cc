@@ -1,0 +1,96 @@
+// The split column sum's plan and launches (colsum.h); the kernels are ops/kernels/colsum.cc.
+#include "colsum.h"
+
+#include <algorithm>
+#include <string>
+
+#include "ops/kernels/colsum.h"
+
+namespace htr::sched {
+
+namespace {
+
+namespace K = htr::kernels;
+
+uint32_t Pow2AtLeast(int64_t n) {
+  uint32_t b = 1;
+  while (static_cast<int64_t>(b) < n) b <<= 1;
+  return b;
+}
+
+Status FromLang(const K::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  return ops::Error(HTR_STATUS_INTERNAL, what + ": " + s.message);
+}
+
+}  // namespace
+
+ColSumPlan PlanColSum(int64_t rows, int64_t cols) {
+  ColSumPlan p;
+  p.rows = rows;
+  p.cols = cols;
+  p.block = std::min<uint32_t>(Pow2AtLeast(std::max<int64_t>(cols, 1)), K::kColSumMaxBlock);
+  p.col_programs = static_cast<uint32_t>((cols + p.block - 1) / p.block);
+  const int64_t want_slices = std::max<int64_t>(1, kColSumTargetPrograms / std::max<uint32_t>(p.col_programs, 1));
+  const int64_t per = (rows + want_slices - 1) / want_slices;
+  p.rows_per_slice = std::min<int64_t>(std::max<int64_t>(Pow2AtLeast(per), kColSumChunk), K::kColSumMaxSliceRows);
+  p.slices = std::max<int64_t>(1, (rows + p.rows_per_slice - 1) / p.rows_per_slice);
+  return p;
+}
+
+Status AppendColSumFinish(const ColSumPlan& plan, const std::vector<FusedArg>& partials,
+                          const std::vector<FusedArg>& outs, htr_dtype_t out_dtype, double scale, bool specialize,
+                          std::vector<FusedLaunch>* launches) {
+  FusedLaunch l;
+  HTR_OPS_RETURN_IF_ERROR(FromLang(
+      K::BuildColSumFinish(out_dtype, kColSumFinishBlock, static_cast<uint32_t>(partials.size()), &l.ir), "colsum_finish"));
+  if (outs.size() != partials.size()) return ops::Invalid("colsum_finish: one output per partial buffer");
+  l.args = partials;
+  l.args.insert(l.args.end(), outs.begin(), outs.end());
+  l.args.push_back(FusedArg::Int(plan.cols, specialize));
+  l.args.push_back(FusedArg::Int(plan.slices, specialize));
+  l.args.push_back(FusedArg::Float(scale));
+  l.grid[0] = static_cast<uint32_t>((plan.cols + kColSumFinishBlock - 1) / kColSumFinishBlock);
+  launches->push_back(std::move(l));
+  return Status::Ok();
+}
+
+Status AppendColSumFinish(const ColSumPlan& plan, FusedArg partial, FusedArg out, htr_dtype_t out_dtype,
+                          double scale, bool specialize, std::vector<FusedLaunch>* launches) {
+  return AppendColSumFinish(plan, std::vector<FusedArg>{partial}, std::vector<FusedArg>{out}, out_dtype, scale,
+                            specialize, launches);
+}
+
+Status AppendLayerNormParamSums(int64_t rows, int64_t cols, FusedArg x, FusedArg dy, FusedArg mean, FusedArg rstd,
+                                FusedArg dweight, FusedArg dbias, bool specialize,
+                                std::vector<uint64_t>* scratch_bytes, std::vector<FusedLaunch>* launches) {
+  const ColSumPlan plan = PlanColSum(rows, cols);
+  if (plan.slices > kColSumMaxSlices)
+    return ops::Unimplemented("layer_norm_grad: " + std::to_string(plan.slices) + " row slices exceed one grid axis");
+  const uint32_t pw = static_cast<uint32_t>(scratch_bytes->size());
+  const uint64_t bytes = static_cast<uint64_t>(plan.slices * cols) * 4;
+  scratch_bytes->push_back(bytes);
+  scratch_bytes->push_back(bytes);
+  FusedLaunch l;
+  HTR_OPS_RETURN_IF_ERROR(FromLang(K::BuildLayerNormParamsSlices(HTR_DTYPE_F32, plan.block, kColSumChunk, &l.ir),
+                                   "layernorm_params_slices"));
+  l.args = {x, dy, mean, rstd, FusedArg::Scratch(pw), FusedArg::Scratch(pw + 1), FusedArg::Int(rows, specialize),
+            FusedArg::Int(cols, specialize), FusedArg::Int(plan.rows_per_slice, specialize)};
+  l.grid[0] = plan.col_programs;
+  l.grid[1] = static_cast<uint32_t>(plan.slices);
+  launches->push_back(std::move(l));
+  return AppendColSumFinish(plan, std::vector<FusedArg>{FusedArg::Scratch(pw), FusedArg::Scratch(pw + 1)},
+                            std::vector<FusedArg>{dweight, dbias}, HTR_DTYPE_F32, 1.0, specialize, launches);
+}
+
+SquareSlicePlan PlanSumSquares(int64_t n, uint32_t block, int64_t max_programs) {
+  SquareSlicePlan p;
+  const int64_t b = std::max<uint32_t>(block, 1);
+  p.per = 16 * b;
+  const int64_t cap = std::max<int64_t>(max_programs, 1);
+  if ((n + p.per - 1) / p.per > cap) p.per = ((n + cap - 1) / cap + b - 1) / b * b;
+  p.programs = std::max<int64_t>(1, (n + p.per - 1) / p.per);
+  return p;
+}
+
+}  // namespace htr::sched

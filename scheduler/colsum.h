@@ -1,0 +1,62 @@
+// colsum.h — planning and launching the split column sum (ops/kernels/colsum.h) for the lowerings
+// that need a long reduction with few outputs: device_lower.cc (sum/mean, layer_norm_grad,
+// global_norm) and the fused layer_norm_grad kernels (fused_kernel.cc, epilogue_fusion.cc). One
+// plan and one launch sequence, so every caller gets the same parallelism and the same
+// (deterministic) summation order. Runtime-free (part of the scheduler core); owner: the scheduler.
+//
+// Plan for `rows` x `cols`: lanes = min(pow2 >= cols, kColSumMaxBlock); rows_per_slice = the power
+// of two in [chunk, kColSumMaxSliceRows] that brings the stage-1 programs (ceil(cols / lanes) x
+// slices) nearest above kColSumTargetPrograms; slices = ceil(rows / rows_per_slice). A function of
+// the shape only: the same shape sums in the same order on every device and every run.
+#ifndef HTR_SCHEDULER_COLSUM_H_
+#define HTR_SCHEDULER_COLSUM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "program.h"
+
+namespace htr::sched {
+
+constexpr uint32_t kColSumChunk = 64;              // rows per inner chunk of stage 1
+constexpr int64_t kColSumTargetPrograms = 2048;    // stage-1 programs wanted (an H200 has 132 SMs)
+constexpr uint32_t kColSumFinishBlock = 64;        // lanes per finish program
+constexpr int64_t kColSumMaxSlices = 65535;        // grid axis 1 (Vulkan's guaranteed minimum)
+
+struct ColSumPlan {
+  int64_t rows = 0, cols = 0;
+  int64_t rows_per_slice = 0, slices = 0;
+  uint32_t block = 1;         // lanes (columns) per stage-1 program
+  uint32_t col_programs = 0;  // ceil(cols / block): grid axis 0 of stage 1
+};
+ColSumPlan PlanColSum(int64_t rows, int64_t cols);
+
+// The finish: outs[q][col] = cast(scale * sum of the plan's slices of partials[q] (f32 [slices *
+// cols])), 1 to 4 buffers in one launch of ceil(cols / kColSumFinishBlock) programs.
+Status AppendColSumFinish(const ColSumPlan& plan, const std::vector<FusedArg>& partials,
+                          const std::vector<FusedArg>& outs, htr_dtype_t out_dtype, double scale, bool specialize,
+                          std::vector<FusedLaunch>* launches);
+// One buffer (the sum lowering's and cast_fold.cc's case).
+Status AppendColSumFinish(const ColSumPlan& plan, FusedArg partial, FusedArg out, htr_dtype_t out_dtype,
+                          double scale, bool specialize, std::vector<FusedLaunch>* launches);
+
+// layer_norm_grad's dweight/dbias (f32 [cols]) from x, dy (f32 [rows, cols], contiguous) and the
+// mean/rstd (f32 [rows]) that layernorm_backward(_residual) stored: layernorm_params_slices into
+// two scratch buffers appended to `scratch_bytes` (their indices are its size before the call),
+// then one finish of both. Two launches, appended to `launches`. `specialize` marks the
+// shape scalars as compile-time constants (as the fused kernels do). UNIMPLEMENTED when the
+// slices exceed kColSumMaxSlices.
+Status AppendLayerNormParamSums(int64_t rows, int64_t cols, FusedArg x, FusedArg dy, FusedArg mean, FusedArg rstd,
+                                FusedArg dweight, FusedArg dbias, bool specialize,
+                                std::vector<uint64_t>* scratch_bytes, std::vector<FusedLaunch>* launches);
+
+// global_norm's stage 1 for one contiguous tensor of n elements: `per` elements per program (a
+// multiple of `block`, at least 16 tiles), programs = ceil(n / per) <= max_programs.
+struct SquareSlicePlan {
+  int64_t per = 0, programs = 0;
+};
+SquareSlicePlan PlanSumSquares(int64_t n, uint32_t block, int64_t max_programs);
+
+}  // namespace htr::sched
+
+#endif  // HTR_SCHEDULER_COLSUM_H_

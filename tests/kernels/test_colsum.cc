@@ -1,0 +1,306 @@
+// The split column sum (ops/kernels/colsum.h, planned by scheduler/colsum.h) and the other long
+// reductions of the device mode, on the cpu plugin with the JIT and with the interpreter, each
+// against the graph op's reference kernel (ops/ref, double accumulation):
+//  - layer_norm_grad's dweight/dbias: layernorm_params_slices + colsum_finish on the plan the
+//    lowering uses and on hand-made plans (two chunks per slice; 11 slices of 96 rows); every slice's partial must
+//    be the sum of exactly its own rows (a slice that misses or repeats rows fails);
+//  - global_norm: sum_squares_slices per tensor + norm_finish, with a capped program count (larger
+//    programs); every partial must be the sum of squares of exactly its range; sum_squares_multi
+//    (several tensors per launch, as the lowering runs it) gives the same bits;
+//  - embedding_grad_rows against the reference embedding_grad (repeated ids, row and column blocks
+//    that end part-way, dw pre-filled with NaN so rows a program fails to zero show) and, with ids
+//    outside the table, bit-identical to embedding_grad (same order per element).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "htr/htr.h"
+#include "htr/htr_kernel.h"
+#include "kernel_test_util.h"
+#include "ops/attrs.h"
+#include "ops/kernels/colsum.h"
+#include "ops/kernels/kernels.h"
+#include "ops/op_def.h"
+#include "ops/ref/kernels.h"
+#include "scheduler/colsum.h"
+
+using namespace htr::kernels;  // NOLINT
+using kernel_test::F;
+using kernel_test::I;
+using kernel_test::Nmse;
+using kernel_test::Rand;
+using kernel_test::T;
+
+namespace {
+
+const char* const kModes[] = {"jit=compiler", "jit=interpreter"};
+const float kNan = std::numeric_limits<float>::quiet_NaN();
+
+struct Env : kernel_test::CpuEnv {
+  htr_tensor_t* f32(const std::vector<float>& v) { return tensor(HTR_DTYPE_F32, v); }
+  std::vector<float> get(htr_tensor_t* t) { return read<float>(t); }
+};
+
+htr::ops::TensorView View(void* data, htr_dtype_t dt, htr::ops::Shape shape) {
+  htr::ops::TensorView v;
+  v.data = data;
+  v.dtype = dt;
+  v.shape = std::move(shape);
+  return v;
+}
+
+std::vector<double> D(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+bool Near(double got, double want, double tol) { return std::fabs(got - want) <= tol * (1.0 + std::fabs(want)); }
+
+void RequireSameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("element " << i << ": " << a[i] << " vs " << b[i]);
+    REQUIRE(std::memcmp(&a[i], &b[i], 4) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm_grad parameter sums through the split column sum", "[colsum]") {
+  const int64_t rows = 1000, cols = 200;  // column blocks of 128 (the second part-way), a short last slice
+  const double eps = 1e-5;
+  const auto x = Rand(static_cast<size_t>(rows * cols), 51, -3, 5), w = Rand(static_cast<size_t>(cols), 52, 0.5f, 1.5f);
+  const auto dy = Rand(static_cast<size_t>(rows * cols), 53);
+  std::vector<float> rdx(static_cast<size_t>(rows * cols)), rdw(static_cast<size_t>(cols)), rdb(static_cast<size_t>(cols));
+  htr::ops::Attrs at;
+  at.Float("eps", eps);
+  htr::ops::KernelArgs k;
+  std::vector<float> xc = x, wc = w, dyc = dy;
+  k.in = {View(xc.data(), HTR_DTYPE_F32, {rows, cols}), View(wc.data(), HTR_DTYPE_F32, {cols}),
+          View(dyc.data(), HTR_DTYPE_F32, {rows, cols})};
+  k.out = {View(rdx.data(), HTR_DTYPE_F32, {rows, cols}), View(rdw.data(), HTR_DTYPE_F32, {cols}),
+           View(rdb.data(), HTR_DTYPE_F32, {cols})};
+  k.attrs = &at;
+  REQUIRE(htr::ops::ref::LayerNormGrad(k).ok());
+
+  const htr::sched::ColSumPlan lowered = htr::sched::PlanColSum(rows, cols);
+  REQUIRE(lowered.block == 128);
+  REQUIRE(lowered.col_programs == 2);
+  REQUIRE(lowered.slices > 1);
+  REQUIRE(lowered.slices * lowered.rows_per_slice >= rows);
+  REQUIRE((lowered.slices - 1) * lowered.rows_per_slice < rows);
+  htr::sched::ColSumPlan two_chunks = lowered;  // 128 rows per slice: two chunks of 64, last slice 104 rows
+  two_chunks.rows_per_slice = 128;
+  two_chunks.slices = (rows + 127) / 128;
+  htr::sched::ColSumPlan odd = lowered;  // 96 rows per slice (a chunk and a half), 11 slices (not 4k)
+  odd.rows_per_slice = 96;
+  odd.slices = (rows + 95) / 96;
+
+  std::vector<uint8_t> ir_dx, ir_fin;
+  REQUIRE(BuildLayerNormBackward(HTR_DTYPE_F32, 256, &ir_dx).ok());
+  REQUIRE(BuildColSumFinish(HTR_DTYPE_F32, htr::sched::kColSumFinishBlock, 2, &ir_fin).ok());
+  for (const htr::sched::ColSumPlan& plan : {lowered, two_chunks, odd}) {
+    INFO("rows per slice " << plan.rows_per_slice << ", slices " << plan.slices);
+    std::vector<uint8_t> ir_sl;
+    REQUIRE(BuildLayerNormParamsSlices(HTR_DTYPE_F32, plan.block, htr::sched::kColSumChunk, &ir_sl).ok());
+    for (const char* mode : kModes) {
+      INFO(mode);
+      Env env;
+      htr_tensor_t *tx = env.f32(x), *tdy = env.f32(dy);
+      htr_tensor_t* tdx = env.f32(std::vector<float>(static_cast<size_t>(rows * cols), 0));
+      htr_tensor_t *tm = env.f32(std::vector<float>(static_cast<size_t>(rows), 0));
+      htr_tensor_t *ts = env.f32(std::vector<float>(static_cast<size_t>(rows), 0));
+      const std::vector<float> sentinel(static_cast<size_t>(plan.slices * cols), kNan);
+      htr_tensor_t *pw = env.f32(sentinel), *pb = env.f32(sentinel);
+      htr_tensor_t *tdw = env.f32(std::vector<float>(static_cast<size_t>(cols), kNan));
+      htr_tensor_t *tdb = env.f32(std::vector<float>(static_cast<size_t>(cols), kNan));
+      env.run(ir_dx, mode, static_cast<uint32_t>(rows), {T(tx), T(env.f32(w)), T(tdy), T(tdx), T(tm), T(ts), I(cols), F(eps)});
+      env.run(ir_sl, mode, plan.col_programs, static_cast<uint32_t>(plan.slices),
+              {T(tx), T(tdy), T(tm), T(ts), T(pw), T(pb), I(rows), I(cols), I(plan.rows_per_slice)});
+      const uint32_t fin_programs = static_cast<uint32_t>((cols + htr::sched::kColSumFinishBlock - 1) /
+                                                          htr::sched::kColSumFinishBlock);
+      env.run(ir_fin, mode, fin_programs, {T(pw), T(pb), T(tdw), T(tdb), I(cols), I(plan.slices), F(1.0)});
+      CHECK(Nmse(env.get(tdw), D(rdw)) <= 1e-7);
+      CHECK(Nmse(env.get(tdb), D(rdb)) <= 1e-7);
+      const std::vector<float> gw = env.get(tdw), gb = env.get(tdb);
+      for (int64_t c = 0; c < cols; ++c) {
+        INFO("column " << c);
+        REQUIRE(Near(gw[static_cast<size_t>(c)], rdw[static_cast<size_t>(c)], 1e-4));
+        REQUIRE(Near(gb[static_cast<size_t>(c)], rdb[static_cast<size_t>(c)], 1e-4));
+      }
+      // Each slice's dbias partial is the sum of dy over exactly its rows.
+      const std::vector<float> parts = env.get(pb);
+      for (int64_t s = 0; s < plan.slices; ++s) {
+        for (int64_t c = 0; c < cols; c += 37) {
+          double want = 0;
+          for (int64_t r = s * plan.rows_per_slice; r < std::min(rows, (s + 1) * plan.rows_per_slice); ++r)
+            want += dy[static_cast<size_t>(r * cols + c)];
+          INFO("slice " << s << " column " << c);
+          REQUIRE(Near(parts[static_cast<size_t>(s * cols + c)], want, 1e-5));
+        }
+      }
+    }
+  }
+}
+
+// The check above is sensitive to coverage: one slice too few (the last rows never summed) must
+// move some column of dbias off the reference.
+TEST_CASE("a split column sum that misses rows is caught", "[colsum]") {
+  const int64_t rows = 1000, cols = 200;
+  const auto x = Rand(static_cast<size_t>(rows * cols), 51, -3, 5), dy = Rand(static_cast<size_t>(rows * cols), 53);
+  htr::sched::ColSumPlan plan = htr::sched::PlanColSum(rows, cols);
+  std::vector<double> want(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) want[static_cast<size_t>(c)] += dy[static_cast<size_t>(r * cols + c)];
+  plan.slices -= 1;
+  std::vector<uint8_t> ir_sl, ir_fin;
+  REQUIRE(BuildLayerNormParamsSlices(HTR_DTYPE_F32, plan.block, htr::sched::kColSumChunk, &ir_sl).ok());
+  REQUIRE(BuildColSumFinish(HTR_DTYPE_F32, htr::sched::kColSumFinishBlock, 1, &ir_fin).ok());
+  Env env;
+  const std::vector<float> zr(static_cast<size_t>(rows), 0.0f), ones(static_cast<size_t>(rows), 1.0f);
+  const std::vector<float> sentinel(static_cast<size_t>(plan.slices * cols), kNan);
+  htr_tensor_t *pw = env.f32(sentinel), *pb = env.f32(sentinel);
+  htr_tensor_t* db = env.f32(std::vector<float>(static_cast<size_t>(cols), kNan));
+  env.run(ir_sl, "jit=compiler", plan.col_programs, static_cast<uint32_t>(plan.slices),
+          {T(env.f32(x)), T(env.f32(dy)), T(env.f32(zr)), T(env.f32(ones)), T(pw), T(pb), I(rows), I(cols),
+           I(plan.rows_per_slice)});
+  env.run(ir_fin, "jit=compiler", static_cast<uint32_t>((cols + htr::sched::kColSumFinishBlock - 1) / htr::sched::kColSumFinishBlock),
+          {T(pb), T(db), I(cols), I(plan.slices), F(1.0)});
+  const std::vector<float> got = env.get(db);
+  int off = 0;
+  for (int64_t c = 0; c < cols; ++c) off += Near(got[static_cast<size_t>(c)], want[static_cast<size_t>(c)], 1e-4) ? 0 : 1;
+  CHECK(off > cols / 2);
+}
+
+TEST_CASE("global_norm in two stages matches the reference kernel", "[colsum]") {
+  const std::vector<int64_t> sizes = {1, 1000, 70001, 4097};
+  const uint32_t block = 256;
+  std::vector<std::vector<float>> xs;
+  for (size_t t = 0; t < sizes.size(); ++t) xs.push_back(Rand(static_cast<size_t>(sizes[t]), 60 + t, -2, 2));
+  float ref = 0;
+  {
+    htr::ops::KernelArgs k;
+    for (size_t t = 0; t < sizes.size(); ++t) k.in.push_back(View(xs[t].data(), HTR_DTYPE_F32, {sizes[t]}));
+    k.out = {View(&ref, HTR_DTYPE_F32, {})};
+    REQUIRE(htr::ops::ref::GlobalNorm(k).ok());
+  }
+  std::vector<uint8_t> ir_sl, ir_fin;
+  REQUIRE(BuildSumSquaresSlices(HTR_DTYPE_F32, block, &ir_sl).ok());
+  REQUIRE(BuildNormFinish(block, &ir_fin).ok());
+  for (int64_t cap : {int64_t{65535}, int64_t{5}}) {  // 5: the 70001 tensor in 5 programs of 14080
+    INFO("max programs " << cap);
+    std::vector<htr::sched::SquareSlicePlan> plans;
+    int64_t total = 0;
+    for (int64_t n : sizes) {
+      plans.push_back(htr::sched::PlanSumSquares(n, block, cap));
+      REQUIRE(plans.back().programs <= cap);
+      REQUIRE(plans.back().per % block == 0);
+      REQUIRE(plans.back().programs * plans.back().per >= n);
+      REQUIRE((plans.back().programs - 1) * plans.back().per < n);
+      total += plans.back().programs;
+    }
+    for (const char* mode : kModes) {
+      INFO(mode);
+      Env env;
+      htr_tensor_t* partial = env.f32(std::vector<float>(static_cast<size_t>(total), kNan));
+      htr_tensor_t* out = env.f32({kNan});
+      int64_t offset = 0;
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        env.run(ir_sl, mode, static_cast<uint32_t>(plans[t].programs),
+                {T(env.f32(xs[t])), T(partial), I(sizes[t]), I(plans[t].per), I(offset)});
+        offset += plans[t].programs;
+      }
+      // The same partials from sum_squares_multi: all four tensors in one launch, and in two
+      // launches of two (base = the first launch's programs).
+      std::vector<htr_tensor_t*> tx;
+      for (size_t t = 0; t < sizes.size(); ++t) tx.push_back(env.f32(xs[t]));
+      for (size_t split : {sizes.size(), size_t{2}}) {
+        INFO("tensors per launch " << split);
+        htr_tensor_t* multi = env.f32(std::vector<float>(static_cast<size_t>(total), kNan));
+        int64_t base = 0;
+        for (size_t t0 = 0; t0 < sizes.size(); t0 += split) {
+          std::vector<uint8_t> ir_multi;
+          const size_t cnt = std::min(split, sizes.size() - t0);
+          REQUIRE(BuildSumSquaresMulti(HTR_DTYPE_F32, block, static_cast<uint32_t>(cnt), &ir_multi).ok());
+          std::vector<htr_kernel_launch_arg_t> args = {T(multi), I(base)};
+          int64_t start = 0;
+          for (size_t t = t0; t < t0 + cnt; ++t) {
+            args.insert(args.end(), {T(tx[t]), I(sizes[t]), I(plans[t].per), I(start)});
+            start += plans[t].programs;
+          }
+          env.run(ir_multi, mode, static_cast<uint32_t>(start), args);
+          base += start;
+        }
+        RequireSameBits(env.get(multi), env.get(partial));
+      }
+      env.run(ir_fin, mode, 1, {T(partial), T(out), I(total)});
+      const float got = env.get(out)[0];
+      INFO("got " << got << " want " << ref);
+      REQUIRE(Near(got, ref, 1e-6));
+      const std::vector<float> parts = env.get(partial);
+      offset = 0;
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        for (int64_t p = 0; p < plans[t].programs; ++p) {
+          double want = 0;
+          for (int64_t i = p * plans[t].per; i < std::min(sizes[t], (p + 1) * plans[t].per); ++i)
+            want += static_cast<double>(xs[t][static_cast<size_t>(i)]) * xs[t][static_cast<size_t>(i)];
+          INFO("tensor " << t << " program " << p);
+          REQUIRE(Near(parts[static_cast<size_t>(offset + p)], want, 1e-5));
+        }
+        offset += plans[t].programs;
+      }
+    }
+  }
+}
+
+TEST_CASE("embedding_grad_rows matches the reference and embedding_grad", "[colsum]") {
+  const int64_t V = 300, Dm = 200, n = 2000, per = 16;  // 19 row blocks (the last of 12), 2 column blocks
+  const uint32_t block = 128;
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + i / 3) % 37 + (i % 11 == 0 ? 250 : 0));
+  ids[5] = 299;
+  ids[1999] = 0;
+  const auto dy = Rand(static_cast<size_t>(n * Dm), 71);
+  std::vector<float> rdw(static_cast<size_t>(V * Dm));
+  {
+    htr::ops::KernelArgs k;
+    std::vector<int32_t> idc = ids;
+    std::vector<float> dyc = dy;
+    k.in = {View(idc.data(), HTR_DTYPE_I32, {n}), View(dyc.data(), HTR_DTYPE_F32, {n, Dm})};
+    k.out = {View(rdw.data(), HTR_DTYPE_F32, {V, Dm})};
+    REQUIRE(htr::ops::ref::EmbeddingGrad(k).ok());
+  }
+  std::vector<uint8_t> ir_rows, ir_old, ir_rows64, ir_old64;
+  REQUIRE(BuildEmbeddingGradRows(HTR_DTYPE_F32, HTR_DTYPE_I32, block, &ir_rows).ok());
+  REQUIRE(BuildEmbeddingGrad(HTR_DTYPE_F32, HTR_DTYPE_I32, 32, &ir_old).ok());
+  REQUIRE(BuildEmbeddingGradRows(HTR_DTYPE_F32, HTR_DTYPE_I64, block, &ir_rows64).ok());
+  REQUIRE(BuildEmbeddingGrad(HTR_DTYPE_F32, HTR_DTYPE_I64, 32, &ir_old64).ok());
+  const uint32_t gx = static_cast<uint32_t>((Dm + block - 1) / block), gy = static_cast<uint32_t>((V + per - 1) / per);
+  for (const char* mode : kModes) {
+    INFO(mode);
+    Env env;
+    htr_tensor_t* tdy = env.f32(dy);
+    htr_tensor_t* dw = env.f32(std::vector<float>(static_cast<size_t>(V * Dm), kNan));
+    env.run(ir_rows, mode, gx, gy, {T(env.tensor(HTR_DTYPE_I32, ids)), T(tdy), T(dw), I(n), I(V), I(Dm), I(Dm), I(Dm), I(per)});
+    const std::vector<float> got = env.get(dw);
+    CHECK(Nmse(got, D(rdw)) <= 1e-7);
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("element " << i);
+      REQUIRE(Near(got[i], rdw[i], 1e-5));
+    }
+    // Ids outside [0, V) (skipped) as i64: the same bits as the one-program-per-column kernel.
+    std::vector<int64_t> wild(ids.begin(), ids.end());
+    wild[1] = -1;
+    wild[2] = V;
+    wild[3] = 1 << 20;
+    htr_tensor_t* tw = env.tensor(HTR_DTYPE_I64, wild);
+    htr_tensor_t* dw_new = env.f32(std::vector<float>(static_cast<size_t>(V * Dm), kNan));
+    htr_tensor_t* dw_old = env.f32(std::vector<float>(static_cast<size_t>(V * Dm), kNan));
+    env.run(ir_rows64, mode, gx, gy, {T(tw), T(tdy), T(dw_new), I(n), I(V), I(Dm), I(Dm), I(Dm), I(per)});
+    env.run(ir_old64, mode, static_cast<uint32_t>((Dm + 31) / 32), {T(tw), T(tdy), T(dw_old), I(n), I(V), I(Dm), I(Dm), I(Dm)});
+    RequireSameBits(env.get(dw_new), env.get(dw_old));
+  }
+}
