@@ -23,8 +23,18 @@ SMALL = ["--preset", "tiny", "--layers", "2", "--batch", "2", "--seq", "64", "--
          "--eval-batches", "1", "--sample-tokens", "0", "--progress", "plain", "--print-every", "1"]
 
 
+# Under the asan test setup, LeakSanitizer's exit-time check of these htr-train runs crashes its
+# own tracer thread now and then ("Tracer caught signal 11", exit 1; seen in session 6 for the
+# recompute and oom modes, ~4 in 5 runs under meson, never when run by hand): the leak check is off
+# for this script's runs only (ASan and UBSan stay on); htr-train's leaks are still checked by the
+# train suite's tests under the same setup. Open: which thread is alive at exit (notes/STATUS.md).
+ENV = dict(os.environ)
+if "detect_leaks=1" in ENV.get("ASAN_OPTIONS", ""):
+    ENV["ASAN_OPTIONS"] = ENV["ASAN_OPTIONS"].replace("detect_leaks=1", "detect_leaks=0")
+
+
 def run(args, out_dir, expect_rc=0, timeout=1200):
-    return run_train(EXE, args, out_dir, expect_rc=expect_rc, timeout=timeout)
+    return run_train(EXE, args, out_dir, expect_rc=expect_rc, timeout=timeout, env=ENV)
 
 
 def test_recompute(tmp):
