@@ -5,19 +5,11 @@
 
 #include "colsum.h"
 #include "fused_kernel.h"
-#include "ops/kernels/train_kernels.h"
 #include "runtime/config.h"
 
 namespace htr::sched {
 
 namespace {
-
-namespace K = htr::kernels;
-
-Status FromLang(const K::Status& s, const std::string& what) {
-  if (s.ok()) return Status::Ok();
-  return ops::Error(HTR_STATUS_INTERNAL, what + ": " + s.message);
-}
 
 bool Lowp(htr_dtype_t d) { return d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
 
@@ -48,31 +40,17 @@ bool LeadingSum(const Program& p, const Step& s, int64_t* r, int64_t* m) {
   return *r > 0 && *m > 0 && *r * *m < (int64_t{1} << 31);
 }
 
-// Launches of the group {cast at a, sum at b}: x (lowp) -> out (f32).
+// Launches of the group {cast at a, sum at b}: x (lowp) -> out (f32), the split column sum
+// (scheduler/colsum.h) reading x itself: the launches device_lower.cc's Reduce gives the f32 sum,
+// so the same bits as the unfused pair.
 Status BuildCastSum(const Program& p, size_t a, size_t b, int64_t r, int64_t m, FusedGroup* g) {
   const Step &cast = p.steps[a], &sum = p.steps[b];
   const htr_dtype_t dt = p.values[cast.inputs[0]].info.dtype;
-  const ColSumPlan plan = PlanColSum(r, m);
-  if (plan.slices > kColSumMaxSlices) return ops::Unimplemented("cast+sum: too many row slices");
   const double scale = sum.def->name == "mean" ? 1.0 / static_cast<double>(r) : 1.0;
   g->name = "cast+" + sum.def->name;
   g->members = {cast, sum};
-  g->scratch_bytes = {static_cast<uint64_t>(plan.slices * m) * 4};
-  // reduce_sum_slices' arguments (train_kernels.h) for kept dims [m] (stride 1) and reduced dims
-  // [r] (stride m), merged to rank 4 as device_lower.cc does.
-  FusedLaunch l;
-  HTR_OPS_RETURN_IF_ERROR(FromLang(K::BuildReduceSumSlices(dt, plan.block, kColSumChunk, &l.ir), g->name));
-  l.args = {FusedArg::Value(cast.inputs[0]), FusedArg::Scratch(0), FusedArg::Int(m), FusedArg::Int(r)};
-  for (int64_t v : {int64_t{1}, int64_t{1}, m, int64_t{0}, int64_t{0}, int64_t{0}, int64_t{1}})
-    l.args.push_back(FusedArg::Int(v));
-  for (int64_t v : {int64_t{1}, int64_t{1}, r, int64_t{0}, int64_t{0}, int64_t{0}, m}) l.args.push_back(FusedArg::Int(v));
-  l.args.push_back(FusedArg::Float(scale));
-  l.args.push_back(FusedArg::Int(plan.rows_per_slice));
-  l.grid[0] = plan.col_programs;
-  l.grid[1] = static_cast<uint32_t>(plan.slices);
-  g->launches = {std::move(l)};
-  return AppendColSumFinish(plan, FusedArg::Scratch(0), FusedArg::Value(sum.outputs[0]), HTR_DTYPE_F32, scale, false,
-                            &g->launches);
+  return AppendColSum(r, m, FusedArg::Value(cast.inputs[0]), dt, FusedArg::Value(sum.outputs[0]), HTR_DTYPE_F32, scale,
+                      false, &g->scratch_bytes, &g->launches);
 }
 
 }  // namespace
@@ -105,7 +83,7 @@ Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats,
     const Step& s = p->steps[b];
     int64_t r = 0, m = 0;
     if (s.fused >= 0 || s.alias || s.def == nullptr || !LeadingSum(*p, s, &r, &m)) continue;
-    if (r < 4 * static_cast<int64_t>(kColSumChunk)) continue;  // device_lower.cc's Reduce: no split
+    if (m < 2 || !ColSumApplies(r, m)) continue;  // device_lower.cc's Reduce: no column sum either
     const ValueId x32 = s.inputs[0];
     const int a = producer[x32];
     if (a < 0 || readers[x32] != 1 || external[x32]) continue;

@@ -2,12 +2,13 @@
 // of mixed precision (precision.h) into the column sums that read them:
 //  - cast(x: bf16/f16 -> f32) read only by a sum or mean over the leading axes of the contiguous
 //    value (a bias gradient: dY [B*T, C] summed over the rows) becomes one group "cast+sum" of the
-//    split column sum's launches (scheduler/colsum.h: reduce_sum_slices reading x in its own
-//    dtype and widening in registers, then the ordered finish writing the f32 sum). The f32 copy
-//    of x (4 bytes per element written, read back) is never made; the sums are bit-identical to
-//    the unfused cast + sum (same slices, same order, the same widened values).
-// Sums the column-sum path would not take (fewer than 4 x kColSumChunk reduced elements, over
-// other axes, or beyond kColSumMaxSlices slices) are left alone. Members are the original steps
+//    split column sum's launches (scheduler/colsum.h AppendColSum: colsum_slices reading x in its
+//    own dtype and widening in registers, then the ordered finish writing the f32 sum). The f32
+//    copy of x (4 bytes per element written, read back) is never made; the sums are bit-identical
+//    to the unfused cast + sum (device_lower.cc's Reduce takes the same AppendColSum for the f32
+//    sum: same slices, same order, the same widened values).
+// Sums the column-sum path would not take (ColSumApplies false, a single kept element, or over
+// other axes) are left alone. Members are the original steps
 // (RunFusedReference is the fallback); `accept` is asked as for every group. Runs in
 // Fuser::Rewrite in the device mode, after the epilogue rewrite; HTR_FOLD_CASTS=0 turns it off
 // alone. Owner: the scheduler (casts).

@@ -61,6 +61,37 @@ Status AppendColSumFinish(const ColSumPlan& plan, FusedArg partial, FusedArg out
                             specialize, launches);
 }
 
+bool ColSumApplies(int64_t rows, int64_t cols) {
+  if (rows < 1 || cols < 1 || rows > (int64_t{1} << 31) / cols) return false;
+  if (rows * cols >= (int64_t{1} << 31)) return false;
+  return PlanColSum(rows, cols).slices <= kColSumMaxSlices;
+}
+
+Status AppendColSum(int64_t rows, int64_t cols, FusedArg x, htr_dtype_t x_dtype, FusedArg out, htr_dtype_t out_dtype,
+                    double scale, bool specialize, std::vector<uint64_t>* scratch_bytes,
+                    std::vector<FusedLaunch>* launches) {
+  if (!ColSumApplies(rows, cols))
+    return ops::Unimplemented("column sum of " + std::to_string(rows) + " x " + std::to_string(cols) +
+                              ": empty, too large for i32 indexing or too many row slices");
+  const ColSumPlan plan = PlanColSum(rows, cols);
+  const bool one = plan.slices == 1;
+  FusedLaunch l;
+  HTR_OPS_RETURN_IF_ERROR(FromLang(
+      K::BuildColSumSlices(x_dtype, one ? out_dtype : HTR_DTYPE_F32, plan.block, kColSumChunk, &l.ir), "colsum_slices"));
+  uint32_t scratch = 0;
+  if (!one) {
+    scratch = static_cast<uint32_t>(scratch_bytes->size());
+    scratch_bytes->push_back(static_cast<uint64_t>(plan.slices * cols) * 4);
+  }
+  l.args = {x, one ? out : FusedArg::Scratch(scratch), FusedArg::Int(rows, specialize), FusedArg::Int(cols, specialize),
+            FusedArg::Int(plan.rows_per_slice, specialize), FusedArg::Float(one ? scale : 1.0)};
+  l.grid[0] = plan.col_programs;
+  l.grid[1] = static_cast<uint32_t>(plan.slices);
+  launches->push_back(std::move(l));
+  if (one) return Status::Ok();
+  return AppendColSumFinish(plan, FusedArg::Scratch(scratch), out, out_dtype, scale, specialize, launches);
+}
+
 Status AppendLayerNormParamSums(int64_t rows, int64_t cols, FusedArg x, FusedArg dy, FusedArg mean, FusedArg rstd,
                                 FusedArg dweight, FusedArg dbias, bool specialize,
                                 std::vector<uint64_t>* scratch_bytes, std::vector<FusedLaunch>* launches) {

@@ -1,6 +1,7 @@
 // colsum.h — planning and launching the split column sum (ops/kernels/colsum.h) for the lowerings
 // that need a long reduction with few outputs: device_lower.cc (sum/mean, layer_norm_grad,
-// global_norm) and the fused layer_norm_grad kernels (fused_kernel.cc, epilogue_fusion.cc). One
+// global_norm), cast_fold.cc (cast+sum) and the fused layer_norm_grad kernels (fused_kernel.cc,
+// epilogue_fusion.cc). One
 // plan and one launch sequence, so every caller gets the same parallelism and the same
 // (deterministic) summation order. Runtime-free (part of the scheduler core); owner: the scheduler.
 //
@@ -30,6 +31,21 @@ struct ColSumPlan {
   uint32_t col_programs = 0;  // ceil(cols / block): grid axis 0 of stage 1
 };
 ColSumPlan PlanColSum(int64_t rows, int64_t cols);
+
+// Whether the column sum of a contiguous x [rows, cols] (a sum or mean over leading axes) takes
+// the split column sum (AppendColSum): both sides non-empty, i32-indexable, at most
+// kColSumMaxSlices slices. One test for device_lower.cc's Reduce and cast_fold.cc's cast+sum, so
+// the unfused pair and the folded group sum every such shape the same way.
+bool ColSumApplies(int64_t rows, int64_t cols);
+
+// out[col] = cast(scale * sum over the rows of x[row * cols + col]) for a contiguous x (dtype
+// x_dtype, f32 or lowp) on PlanColSum(rows, cols): colsum_slices then the finish (two launches,
+// one f32 scratch buffer of slices * cols appended to `scratch_bytes`), or colsum_slices alone
+// writing `out` when the plan has one slice. The same bits for the same rows, cols and values
+// whatever x_dtype (a widening cast is exact). UNIMPLEMENTED where ColSumApplies is false.
+Status AppendColSum(int64_t rows, int64_t cols, FusedArg x, htr_dtype_t x_dtype, FusedArg out, htr_dtype_t out_dtype,
+                    double scale, bool specialize, std::vector<uint64_t>* scratch_bytes,
+                    std::vector<FusedLaunch>* launches);
 
 // The finish: outs[q][col] = cast(scale * sum of the plan's slices of partials[q] (f32 [slices *
 // cols])), 1 to 4 buffers in one launch of ceil(cols / kColSumFinishBlock) programs.

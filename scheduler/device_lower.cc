@@ -23,10 +23,12 @@ namespace K = htr::kernels;
 using ops::Shape;
 
 constexpr uint32_t kBlock = 256;
+constexpr uint32_t kCopyBlock = 2048;  // elements per program of strided_copy / pad_slice (see Copy)
 constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr uint32_t kSumChunk = 64;    // reduced elements per inner partial sum (train_kernels.h)
 constexpr int64_t kEmbeddingGradPrograms = 8192;  // programs wanted by embedding_grad (see Embedding)
+constexpr int64_t kEmbeddingGatherMaxRows = 4096;  // tables up to this many rows: embedding_grad_gather
 constexpr uint32_t kReduceBlock = 16;  // lanes per program of the strided reductions (see Reduce)
 
 Status Unimpl(const std::string& op, const std::string& why) { return ops::Unimplemented(op + ": " + why); }
@@ -171,14 +173,18 @@ class Lowering {
                     [&](std::vector<uint8_t>* ir) { return K::BuildFlatConvert(in_dt, out_dt, fb, ir); },
                     {Val(x), Val(OutV(0)), Int(n), Int(x_off), Int(o_off)}, Blocks(n, fb));
     }
+    // The dims are divisors of the index split: specialized, so a backend divides by constants
+    // (a multiply-high) instead of run-time divisions; kCopyBlock elements per program, so the
+    // CUDA row lowering gives a lane chunks of 8 consecutive elements (vector loads and stores
+    // where a chunk's addresses are consecutive: transposes keeping the inner dim, slices, concats).
     std::vector<FusedArg> a = {Val(x), Val(OutV(0)), Int(n)};
-    PushDims(it, &a);
+    for (int k = 1; k < 4; ++k) a.push_back(FusedArg::Int(it.d[static_cast<size_t>(k)], true));
     PushStrides(it, 0, &a);
     a.push_back(Int(x_off));
     PushStrides(it, 1, &a);
     a.push_back(Int(o_off));
-    return Launch("strided_copy", [&](std::vector<uint8_t>* ir) { return K::BuildStridedCopy(in_dt, out_dt, kBlock, ir); },
-                  std::move(a), Blocks(n, kBlock));
+    return Launch("strided_copy", [&](std::vector<uint8_t>* ir) { return K::BuildStridedCopy(in_dt, out_dt, kCopyBlock, ir); },
+                  std::move(a), Blocks(n, kCopyBlock));
   }
 
   Status Binary();
@@ -436,6 +442,21 @@ Status Lowering::Embedding(bool grad) {
   // llvmpipe (lavapipe) caps the loop iterations of one invocation at 65535, all loops together,
   // and ends loops early past it; at 128 columns (16 element iterations per loop with its 8
   // invocations) the tiny preset's 2048 ids went past it (tests/vulkan, embedding_grad_rows).
+  // Small tables (gpt2's byte vocabulary: 256 x 768, 16,384 ids): embedding_grad_gather, one
+  // program per table row and 128 columns gathering its ids' dy rows into registers, several
+  // rows' loads in flight. embedding_grad_rows below read-modify-wrote dw once per id of every
+  // tile holding one of its rows (3.7 ms for 256 x 768 on an H200).
+  // Not where the launch grid is Vulkan's (max_grid[0] 65535, scheduler/executable.cc): on
+  // lavapipe a row named by many ids (a space in byte-level text) costs ~50 loop iterations per
+  // id there and could pass llvmpipe's cap of 65535 per invocation (plugins/vulkan/README.md).
+  const bool loop_capped = o_.max_grid[0] <= 65535;
+  if (!loop_capped && V <= kEmbeddingGatherMaxRows && V <= o_.max_grid[1]) {
+    const uint32_t gblock = std::min<uint32_t>(Pow2AtLeast(D), 128);
+    return Launch("embedding_grad_gather",
+                  [&](std::vector<uint8_t>* ir) { return K::BuildEmbeddingGradGather(dw.dtype, ids.dtype, gblock, ir); },
+                  {Val(InV(0)), Val(InV(1)), Val(OutV(0)), Int(n), Int(V), Int(D), Int(D), Int(D)}, Blocks(D, gblock),
+                  static_cast<uint32_t>(V));
+  }
   const uint32_t block = std::min<uint32_t>(Pow2AtLeast(D), 32);
   const int64_t col_programs = Blocks(D, block);
   const int64_t want = (V * col_programs + kEmbeddingGradPrograms - 1) / kEmbeddingGradPrograms;
@@ -487,6 +508,19 @@ Status Lowering::Reduce() {
   }
   Iter4 ki, ri;
   if (!Merge(kd, {ks}, &ki) || !Merge(rd, {rs}, &ri)) return Unimpl(op_, "axes do not merge to 4 dims");
+  // Sums over the leading axes (x is [r, m] row-major: bias gradients, r = batch x sequence; the
+  // position embedding's gradient, r = batch): the split column sum (scheduler/colsum.h),
+  // contiguous rows, several rows' loads in flight per lane, the launches cast_fold.cc's cast+sum
+  // uses too. Strided reductions with 16 lanes per program walking r rows ran at ~200 GB/s (bias
+  // gradients) and ~250 GB/s (position embedding, r = 16) on an H200.
+  const bool kept_dense = ki.d[0] == 1 && ki.d[1] == 1 && ki.d[2] == 1 && (m == 1 || ki.s[0][3] == 1);
+  const bool rows_dense = ri.d[0] == 1 && ri.d[1] == 1 && ri.d[2] == 1 && (r == 1 || ri.s[0][3] == m);
+  if (!is_max && m > 1 && kept_dense && rows_dense && ColSumApplies(r, m)) {
+    std::vector<FusedLaunch> sums;
+    HTR_OPS_RETURN_IF_ERROR(AppendColSum(r, m, Val(InV(0)), dt, Val(OutV(0)), dt, scale, false, &out_->scratch_bytes,
+                                         &sums));
+    return Adopt(sums.size() > 1 ? "colsum_slices+colsum_finish" : "colsum_slices", &sums);
+  }
   // Few lanes per program: a program walks all r reduced elements, and Mesa's llvmpipe (lavapipe)
   // silently ends every loop of an invocation once 65535 iterations (all loops together) have
   // run; each reduced element costs about 3 * block / W + 1 of them (W = 8 there), so 16 lanes
@@ -498,10 +532,10 @@ Status Lowering::Reduce() {
   PushDims(ri, &a);
   PushStrides(ri, 0, &a);
   a.push_back(Flt(scale));
-  // Long sums (bias gradients: r = batch x sequence, m = width) split over the reduced elements
-  // with the column-sum mechanism (scheduler/colsum.h): one f32 partial per slice and output into
-  // scratch, then the partials added in slice order. One program per 16 outputs walking all r
-  // elements left a GPU nearly idle (gpt2 B16 T1024 on an H200: 11.3 ms per bias gradient).
+  // Other long strided sums split over the reduced elements with the column-sum mechanism
+  // (scheduler/colsum.h): one f32 partial per slice and output into scratch, then the partials
+  // added in slice order. One program per 16 outputs walking all r elements left a GPU nearly idle
+  // (gpt2 B16 T1024 on an H200: 11.3 ms per bias gradient, before the contiguous case above).
   if (!is_max && r >= 4 * static_cast<int64_t>(kColSumChunk)) {
     const ColSumPlan plan = PlanColSum(r, m);
     out_->scratch_bytes = {static_cast<uint64_t>(plan.slices * m) * 4};
@@ -648,9 +682,11 @@ Status Lowering::PadSlice() {
   for (size_t k = ax + 1; k < dx.shape.size(); ++k) inner *= dx.shape[k];
   const int64_t n = ops::Numel(dx.shape);
   if (n == 0) return Status::Ok();
-  return Launch("pad_slice", [&](std::vector<uint8_t>* ir) { return K::BuildPadSlice(dx.dtype, kBlock, ir); },
-                {Val(InV(0)), Val(OutV(0)), Int(n), Int(A), Int(inner), Int(start), Int(step), Int(dy.shape[ax])},
-                Blocks(n, kBlock));
+  // A, inner and step divide the index: specialized (see Copy); kCopyBlock as Copy.
+  return Launch("pad_slice", [&](std::vector<uint8_t>* ir) { return K::BuildPadSlice(dx.dtype, kCopyBlock, ir); },
+                {Val(InV(0)), Val(OutV(0)), Int(n), FusedArg::Int(A, true), FusedArg::Int(inner, true), Int(start),
+                 FusedArg::Int(step, true), Int(dy.shape[ax])},
+                Blocks(n, kCopyBlock));
 }
 
 Status Lowering::AdamW() {

@@ -12,26 +12,60 @@ using namespace htr::lang;  // NOLINT
 std::vector<Value> ColSumSliceLoop(Builder& b, Value jb, Value je, uint32_t block, uint32_t chunk, size_t terms,
                                    const ColSumTerms& term) {
   const int32_t ch = static_cast<int32_t>(chunk);
+  const int32_t un = static_cast<int32_t>(kColSumUnroll);
   const std::vector<Value> init(terms, b.zeros({block}, HTR_DTYPE_F32));
+  auto add_rows = [&](const std::vector<Value>& acc, Value j, int32_t count) {
+    std::vector<std::vector<Value>> t(static_cast<size_t>(count));
+    for (int32_t u = 0; u < count; ++u) t[static_cast<size_t>(u)] = term(u == 0 ? j : j + static_cast<double>(u));
+    std::vector<Value> next = acc;
+    for (int32_t u = 0; u < count; ++u) {
+      const std::vector<Value>& tu = t[static_cast<size_t>(u)];
+      for (size_t q = 0; q < terms && q < tu.size(); ++q) next[q] = next[q] + tu[q];
+    }
+    return next;
+  };
   return b.for_range(jb, je, b.i32(ch), init, [&](Value j0, const std::vector<Value>& outer) {
-    // The chunk [j0, min(j0 + chunk, je)) summed on its own, then added to the slice's sums.
+    // The chunk [j0, end = min(j0 + chunk, je)) summed on its own, then added to the slice's sums.
+    // Its rows come kColSumUnroll per iteration while whole groups remain (all their loads
+    // independent, so in flight at once; no row masks), the rest one by one; the adds stay in
+    // row order either way.
     Value end = minimum(j0 + static_cast<double>(ch), je);
-    auto in = b.for_range(j0, end, b.i32(1), init, [&](Value j, const std::vector<Value>& inner) {
-      std::vector<Value> t = term(j);
-      std::vector<Value> next(terms);
-      for (size_t q = 0; q < terms && q < t.size(); ++q) next[q] = inner[q] + t[q];
-      return next;
-    });
+    Value full = j0 + ((end - j0) / static_cast<double>(un)) * static_cast<double>(un);
+    auto in = b.for_range(j0, full, b.i32(un), init,
+                          [&](Value j, const std::vector<Value>& inner) { return add_rows(inner, j, un); });
+    in = b.for_range(full, end, b.i32(1), in,
+                     [&](Value j, const std::vector<Value>& inner) { return add_rows(inner, j, 1); });
     std::vector<Value> next(terms);
     for (size_t q = 0; q < terms && q < in.size(); ++q) next[q] = outer[q] + in[q];
     return next;
   });
 }
 
-// Four accumulators per term (slices s = 4i + u go to accumulator u) keep four loads in flight
-// per lane; they are added as (a0 + a1) + (a2 + a3) at the end: a fixed order.
+Status BuildColSumSlices(htr_dtype_t dt, htr_dtype_t out_dt, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir) {
+  Builder b("colsum_slices");
+  Value X = b.arg_ptr("x", dt, true), O = b.arg_ptr("out", out_dt);
+  Value rows = b.arg_scalar("rows", HTR_DTYPE_I32), cols = b.arg_scalar("cols", HTR_DTYPE_I32);
+  Value per = b.arg_scalar("rows_per_slice", HTR_DTYPE_I32);
+  Value scale = b.arg_scalar("scale", HTR_DTYPE_F32);
+  Value s = b.program_id(1);
+  Value k = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
+  Value m = k < cols;
+  Value kc = minimum(k, cols - 1.0);  // lanes past the columns read the last one (never stored): no masks
+  Value jb = s * per;
+  Value je = minimum(jb + per, rows);
+  auto acc = ColSumSliceLoop(b, jb, je, block, chunk, 1, [&](Value j) {
+    return std::vector<Value>{b.cast(b.load(X + (j * cols + kc)), HTR_DTYPE_F32)};
+  });
+  if (!b.ok()) return b.status();
+  b.store(O + (s * cols + k), b.cast(acc[0] * scale, out_dt), m);
+  return b.serialize(ir);
+}
+
+// kColSumFinishAcc accumulators per term (slices s = A i + u go to accumulator u) keep that many
+// loads in flight per lane; they are added as a balanced tree at the end: a fixed order.
 Status BuildColSumFinish(htr_dtype_t dt, uint32_t block, uint32_t terms, std::vector<uint8_t>* ir) {
   if (terms < 1 || terms > 4) return Status{HTR_STATUS_INVALID_ARGUMENT, "colsum_finish: 1 to 4 terms"};
+  constexpr uint32_t A = kColSumFinishAcc;
   Builder b("colsum_finish");
   std::vector<Value> P(terms), O(terms);
   for (uint32_t q = 0; q < terms; ++q) P[q] = b.arg_ptr("partial" + std::to_string(q), HTR_DTYPE_F32, true);
@@ -40,21 +74,27 @@ Status BuildColSumFinish(htr_dtype_t dt, uint32_t block, uint32_t terms, std::ve
   Value scale = b.arg_scalar("scale", HTR_DTYPE_F32);
   Value o = b.program_id(0) * static_cast<double>(block) + b.arange(0, static_cast<int32_t>(block));
   Value mo = o < cols;
-  const std::vector<Value> init(4 * terms, b.zeros({block}, HTR_DTYPE_F32));
-  auto res = b.for_range(b.i32(0), slices, b.i32(4), init, [&](Value s, const std::vector<Value>& acc) {
+  const std::vector<Value> init(A * terms, b.zeros({block}, HTR_DTYPE_F32));
+  auto res = b.for_range(b.i32(0), slices, b.i32(static_cast<int32_t>(A)), init,
+                         [&](Value s, const std::vector<Value>& acc) {
     std::vector<Value> next(acc.size());
-    for (uint32_t u = 0; u < 4; ++u) {
-      Value su = s + static_cast<double>(u);
-      Value mu = mo & b.splat(su < slices, {block});
-      for (uint32_t q = 0; q < terms && 4 * q + u < acc.size(); ++q)
-        next[4 * q + u] = acc[4 * q + u] + b.load(P[q] + (su * cols + o), mu);
+    for (uint32_t u = 0; u < A; ++u) {
+      Value su = u == 0 ? s : s + static_cast<double>(u);
+      Value mu = mo & (su < slices);
+      for (uint32_t q = 0; q < terms && A * q + u < acc.size(); ++q)
+        next[A * q + u] = acc[A * q + u] + b.load(P[q] + (su * cols + o), mu);
     }
     return next;
   });
   if (!b.ok()) return b.status();
   for (uint32_t q = 0; q < terms; ++q) {
-    Value sum = (res[4 * q] + res[4 * q + 1]) + (res[4 * q + 2] + res[4 * q + 3]);
-    b.store(O[q] + o, b.cast(sum * scale, dt), mo);
+    std::vector<Value> level(res.begin() + A * q, res.begin() + A * (q + 1));
+    while (level.size() > 1) {
+      std::vector<Value> up;
+      for (size_t i = 0; i + 1 < level.size(); i += 2) up.push_back(level[i] + level[i + 1]);
+      level = std::move(up);
+    }
+    b.store(O[q] + o, b.cast(level[0] * scale, dt), mo);
   }
   return b.serialize(ir);
 }
@@ -71,9 +111,10 @@ Status BuildLayerNormParamsSlices(htr_dtype_t dt, uint32_t block, uint32_t chunk
   Value m = k < cols;
   Value jb = s * per;
   Value je = minimum(jb + per, rows);
+  Value kc = minimum(k, cols - 1.0);  // lanes past the columns read the last one (never stored): no masks
   auto acc = ColSumSliceLoop(b, jb, je, block, chunk, 2, [&](Value r) {
-    Value dy = b.cast(b.load(DY + (r * cols + k), m), HTR_DTYPE_F32);
-    Value xh = (b.cast(b.load(X + (r * cols + k), m), HTR_DTYPE_F32) - b.load(Mean + r)) * b.load(Rstd + r);
+    Value dy = b.cast(b.load(DY + (r * cols + kc)), HTR_DTYPE_F32);
+    Value xh = (b.cast(b.load(X + (r * cols + kc)), HTR_DTYPE_F32) - b.load(Mean + r)) * b.load(Rstd + r);
     return std::vector<Value>{dy * xh, dy};
   });
   if (!b.ok()) return b.status();

@@ -10,6 +10,9 @@
 //     (c, s) adds the terms of rows [s * rows_per_slice, min((s + 1) * rows_per_slice, rows)) in row
 //     order, in chunks of `chunk` rows (each chunk summed on its own, the chunk sums added in
 //     order), and stores one f32 partial per term, slice and column: partial[s * cols + col];
+//     the chunk is walked kColSumUnroll rows per loop iteration (that many independent, unmasked
+//     loads per lane in flight; the chunk's last rows short of a group one by one) and still added
+//     row by row in order;
 //   stage 2, colsum_finish: out[col] = cast(scale * sum over the slices of partial[s * cols +
 //     col]), in a fixed order (below).
 // Every sum has a fixed order given the plan (a function of the shape), so results are
@@ -24,9 +27,15 @@
 //
 //   colsum_finish   out[col] = cast(scale * sum_s partial[s * cols + col]), col < cols, for
 //                   `terms` (1 to 4) partial buffers at once (one launch for dweight and dbias);
-//                   per lane four accumulators (slice s to accumulator s % 4) added as
-//                   (a0 + a1) + (a2 + a3): four loads in flight, a fixed order. Args: partial_0..,
-//                   out_0.., cols, slices, scale (f32). Grid (ceil(cols / block), 1, 1).
+//                   per lane kColSumFinishAcc accumulators (slice s to accumulator s % A) added
+//                   as a balanced tree ((a0 + a1) + (a2 + a3)) + ...: A loads in flight, a fixed
+//                   order. Args: partial_0.., out_0.., cols, slices, scale (f32).
+//                   Grid (ceil(cols / block), 1, 1).
+//   colsum_slices   the column sum of a contiguous x [rows, cols] (any float dtype): program (c, s)
+//                   stores cast(scale * the sum of its slice's rows) to out[s * cols + col] (out
+//                   f32 partials with scale 1 for a finish, or the result itself when there is one
+//                   slice). Args: x, out, rows, cols, rows_per_slice, scale (f32).
+//                   Grid (ceil(cols / block), slices, 1).
 //   layernorm_params_slices  stage 1 of layer_norm_grad's parameter sums over contiguous x, dy
 //                   [rows, cols] with mean/rstd (f32 [rows], from layernorm_backward): terms
 //                   dy * (x - mean) * rstd (-> pdweight) and dy (-> pdbias). Args: x, dy, mean,
@@ -59,7 +68,13 @@ namespace htr::kernels {
 // Largest rows per slice and lanes per program of every slices kernel (the llvmpipe bound above).
 constexpr int64_t kColSumMaxSliceRows = 512;
 constexpr uint32_t kColSumMaxBlock = 128;
+// Rows per stage-1 loop iteration (independent loads per lane in flight) and accumulators per
+// lane of the finish.
+constexpr uint32_t kColSumUnroll = 8;
+constexpr uint32_t kColSumFinishAcc = 16;
 
+Status BuildColSumSlices(htr_dtype_t dtype, htr_dtype_t out_dtype, uint32_t block, uint32_t chunk,
+                         std::vector<uint8_t>* ir);
 Status BuildColSumFinish(htr_dtype_t out_dtype, uint32_t block, uint32_t terms, std::vector<uint8_t>* ir);
 Status BuildLayerNormParamsSlices(htr_dtype_t dtype, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir);
 Status BuildSumSquaresSlices(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
@@ -68,9 +83,21 @@ constexpr uint32_t kSumSquaresMultiMaxTensors = 15;
 Status BuildSumSquaresMulti(htr_dtype_t dtype, uint32_t block, uint32_t tensors, std::vector<uint8_t>* ir);
 Status BuildNormFinish(uint32_t block, std::vector<uint8_t>* ir);
 
+// embedding_grad_gather (ops/kernels/embedding.cc; a segmented sum, the embedding gradient for
+// tables with few rows): program (c, v) owns columns [c * block, ...) of table row v; it walks
+// the ids in tiles of `block` and adds, in id order, dy's row of every id equal to v (f32
+// accumulation, kEmbeddingGatherGroup hits' loads in flight at once), then stores the sum (zeros
+// where no id is v; ids outside [0, rows) never match). Deterministic, no atomics; f32: the same
+// bits as embedding_grad. Args: ids, dy, dw, n, rows, dim, stride_dy, stride_dw (as
+// embedding_grad). Grid (ceil(dim / block), rows, 1).
+constexpr uint32_t kEmbeddingGatherGroup = 4;
+Status BuildEmbeddingGradGather(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t block, std::vector<uint8_t>* ir);
+
 // The DSL side of stage 1, shared by the slices kernels: sums `terms` values per lane over rows
-// [jb, je) in chunks of `chunk` rows (the last chunk ends at je), in order. `term(j)` returns the
-// f32 [block] tiles of row j < je (lanes past the columns must give 0, e.g. masked loads).
+// [jb, je) in chunks of `chunk` rows (the last chunk ends at je), in order, kColSumUnroll rows per
+// loop iteration while whole groups remain, then row by row. `term(j)` returns the f32 [block]
+// tiles of row j < je; it is only called for rows that exist. What lanes past the columns hold
+// is the kernel's business (the slices kernels read the last column there and never store it).
 using ColSumTerms = std::function<std::vector<htr::lang::Value>(htr::lang::Value j)>;
 std::vector<htr::lang::Value> ColSumSliceLoop(htr::lang::Builder& b, htr::lang::Value jb, htr::lang::Value je,
                                               uint32_t block, uint32_t chunk, size_t terms, const ColSumTerms& term);

@@ -304,3 +304,142 @@ TEST_CASE("embedding_grad_rows matches the reference and embedding_grad", "[cols
     RequireSameBits(env.get(dw_new), env.get(dw_old));
   }
 }
+
+// colsum_slices (the contiguous column sum that device_lower.cc's Reduce and cast_fold.cc's
+// cast+sum both launch through AppendColSum): against double sums, every slice's partial exactly
+// its own rows (rows not a multiple of the unroll: the row-by-row tail of a chunk; 96-row slices:
+// a chunk and a half), columns not a multiple of the lanes (clamped lanes never stored), bf16
+// input giving the same bits as its f32 widening (what makes cast+sum bit-identical to the unfused
+// pair), and one slice writing scale * sum straight to a bf16 output.
+TEST_CASE("colsum_slices: the contiguous column sum, bf16 and f32 alike", "[colsum]") {
+  const int64_t rows = 1003, cols = 200;
+  const uint32_t block = 128, gx = static_cast<uint32_t>((cols + block - 1) / block);
+  std::vector<float> x = Rand(static_cast<size_t>(rows * cols), 81, -2, 2);
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {  // bf16 values (truncation; exact in f32)
+    uint32_t u;
+    std::memcpy(&u, &x[i], 4);
+    xb[i] = static_cast<uint16_t>(u >> 16);
+    u = static_cast<uint32_t>(xb[i]) << 16;
+    std::memcpy(&x[i], &u, 4);
+  }
+  std::vector<uint8_t> ir_f32, ir_bf16, ir_fin, ir_one;
+  REQUIRE(BuildColSumSlices(HTR_DTYPE_F32, HTR_DTYPE_F32, block, htr::sched::kColSumChunk, &ir_f32).ok());
+  REQUIRE(BuildColSumSlices(HTR_DTYPE_BF16, HTR_DTYPE_F32, block, htr::sched::kColSumChunk, &ir_bf16).ok());
+  REQUIRE(BuildColSumSlices(HTR_DTYPE_F32, HTR_DTYPE_BF16, block, htr::sched::kColSumChunk, &ir_one).ok());
+  REQUIRE(BuildColSumFinish(HTR_DTYPE_F32, htr::sched::kColSumFinishBlock, 1, &ir_fin).ok());
+  const double scale = 0.25;
+  for (int64_t per : {int64_t{96}, int64_t{128}, htr::sched::PlanColSum(rows, cols).rows_per_slice}) {
+    const int64_t slices = (rows + per - 1) / per;
+    INFO("rows per slice " << per << ", slices " << slices);
+    for (const char* mode : kModes) {
+      INFO(mode);
+      Env env;
+      const std::vector<float> sentinel(static_cast<size_t>(slices * cols), kNan);
+      htr_tensor_t *p32 = env.f32(sentinel), *p16 = env.f32(sentinel);
+      env.run(ir_f32, mode, gx, static_cast<uint32_t>(slices),
+              {T(env.f32(x)), T(p32), I(rows), I(cols), I(per), F(1.0)});
+      env.run(ir_bf16, mode, gx, static_cast<uint32_t>(slices),
+              {T(env.tensor(HTR_DTYPE_BF16, xb)), T(p16), I(rows), I(cols), I(per), F(1.0)});
+      const std::vector<float> parts = env.get(p32);
+      RequireSameBits(env.get(p16), parts);
+      for (int64_t s = 0; s < slices; ++s) {
+        for (int64_t c = 0; c < cols; c += 13) {
+          double want = 0;
+          for (int64_t r = s * per; r < std::min(rows, (s + 1) * per); ++r) want += x[static_cast<size_t>(r * cols + c)];
+          INFO("slice " << s << " column " << c);
+          REQUIRE(Near(parts[static_cast<size_t>(s * cols + c)], want, 1e-5));
+        }
+      }
+      htr_tensor_t* out = env.f32(std::vector<float>(static_cast<size_t>(cols), kNan));
+      env.run(ir_fin, mode, static_cast<uint32_t>((cols + 63) / 64), {T(p32), T(out), I(cols), I(slices), F(scale)});
+      const std::vector<float> got = env.get(out);
+      for (int64_t c = 0; c < cols; ++c) {
+        double want = 0;
+        for (int64_t r = 0; r < rows; ++r) want += x[static_cast<size_t>(r * cols + c)];
+        INFO("column " << c);
+        REQUIRE(Near(got[static_cast<size_t>(c)], scale * want, 1e-5));
+      }
+    }
+  }
+  // One slice of all rows: scale and the output dtype applied by colsum_slices itself.
+  for (const char* mode : kModes) {
+    INFO(mode);
+    Env env;
+    htr_tensor_t* out = env.tensor(HTR_DTYPE_BF16, std::vector<uint16_t>(static_cast<size_t>(cols), 0x7fc0));
+    env.run(ir_one, mode, gx, 1, {T(env.f32(x)), T(out), I(rows), I(cols), I(rows), F(scale)});
+    const std::vector<uint16_t> got = env.read<uint16_t>(out);
+    for (int64_t c = 0; c < cols; ++c) {
+      double want = 0;
+      for (int64_t r = 0; r < rows; ++r) want += x[static_cast<size_t>(r * cols + c)];
+      uint32_t u = static_cast<uint32_t>(got[static_cast<size_t>(c)]) << 16;
+      float g = 0;
+      std::memcpy(&g, &u, 4);
+      INFO("column " << c);
+      REQUIRE(Near(g, scale * want, 1e-2));  // bf16: 8 bits of mantissa
+    }
+  }
+}
+
+// The plan both callers share (scheduler/colsum.h): a short sum is one slice (no finish), a long
+// one splits; ColSumApplies refuses empty and i32-overflowing shapes.
+TEST_CASE("AppendColSum: one launch for one slice, two with the finish", "[colsum]") {
+  using htr::sched::FusedArg;
+  std::vector<uint64_t> scratch;
+  std::vector<htr::sched::FusedLaunch> launches;
+  REQUIRE(htr::sched::ColSumApplies(16, 786432));
+  REQUIRE(htr::sched::AppendColSum(16, 786432, FusedArg::Value(0), HTR_DTYPE_F32, FusedArg::Value(1), HTR_DTYPE_F32,
+                                   1.0, false, &scratch, &launches).ok());
+  CHECK(launches.size() == 1);
+  CHECK(scratch.empty());
+  CHECK(launches[0].grid[0] == 786432 / 128);
+  launches.clear();
+  REQUIRE(htr::sched::AppendColSum(16384, 3072, FusedArg::Value(0), HTR_DTYPE_BF16, FusedArg::Value(1), HTR_DTYPE_F32,
+                                   1.0, false, &scratch, &launches).ok());
+  REQUIRE(launches.size() == 2);
+  const htr::sched::ColSumPlan plan = htr::sched::PlanColSum(16384, 3072);
+  CHECK(launches[0].grid[0] == plan.col_programs);
+  CHECK(launches[0].grid[1] == plan.slices);
+  REQUIRE(scratch.size() == 1);
+  CHECK(scratch[0] == static_cast<uint64_t>(plan.slices * 3072 * 4));
+  CHECK(launches[0].args[1].kind == FusedArg::Kind::kScratch);
+  CHECK_FALSE(htr::sched::ColSumApplies(0, 10));
+  CHECK_FALSE(htr::sched::ColSumApplies(10, 0));
+  CHECK_FALSE(htr::sched::ColSumApplies(int64_t{1} << 20, int64_t{1} << 12));
+}
+
+// embedding_grad_gather (small tables): the same bits as embedding_grad in f32 (the same id order
+// per element, f32 sums from zero), with i32 and i64 ids, ids outside the table (skipped), tiles
+// holding more hits of one row than a group (a run of 300 equal ids), rows no id names (zeros) and
+// a column block that ends part-way; dw pre-filled with NaN so a program that misses its row shows.
+TEST_CASE("embedding_grad_gather: the same bits as embedding_grad", "[colsum]") {
+  const int64_t V = 300, Dm = 200, n = 2000;
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = (i * 7919 + i / 3) % 37 + (i % 11 == 0 ? 250 : 0);
+  for (int64_t i = 1200; i < 1500; ++i) ids[static_cast<size_t>(i)] = 42;
+  ids[5] = 299;
+  ids[1999] = 0;
+  ids[1] = -1;
+  ids[2] = V;
+  ids[3] = 1 << 20;
+  const auto dy = Rand(static_cast<size_t>(n * Dm), 72);
+  const std::vector<int32_t> ids32(ids.begin(), ids.end());
+  for (htr_dtype_t idt : {HTR_DTYPE_I32, HTR_DTYPE_I64}) {
+    std::vector<uint8_t> ir_new, ir_old;
+    REQUIRE(BuildEmbeddingGradGather(HTR_DTYPE_F32, idt, 128, &ir_new).ok());
+    REQUIRE(BuildEmbeddingGrad(HTR_DTYPE_F32, idt, 32, &ir_old).ok());
+    for (const char* mode : kModes) {
+      INFO(mode << (idt == HTR_DTYPE_I32 ? " i32" : " i64"));
+      Env env;
+      htr_tensor_t* tid = idt == HTR_DTYPE_I32 ? env.tensor(idt, ids32) : env.tensor(idt, ids);
+      htr_tensor_t* tdy = env.f32(dy);
+      htr_tensor_t* dw_new = env.f32(std::vector<float>(static_cast<size_t>(V * Dm), kNan));
+      htr_tensor_t* dw_old = env.f32(std::vector<float>(static_cast<size_t>(V * Dm), kNan));
+      env.run(ir_new, mode, 2, static_cast<uint32_t>(V), {T(tid), T(tdy), T(dw_new), I(n), I(V), I(Dm), I(Dm), I(Dm)});
+      env.run(ir_old, mode, static_cast<uint32_t>((Dm + 31) / 32), {T(tid), T(tdy), T(dw_old), I(n), I(V), I(Dm), I(Dm), I(Dm)});
+      const std::vector<float> got = env.get(dw_new);
+      RequireSameBits(got, env.get(dw_old));
+      CHECK(got[static_cast<size_t>(100 * Dm)] == 0.0f);  // row 100: no id
+    }
+  }
+}
