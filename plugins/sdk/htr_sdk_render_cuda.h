@@ -119,10 +119,16 @@ const char* cuda_block_prelude();
  * longest tile (1 without tiles); else false with the reason. The program is
  * one block of `threads` threads (32..1024, a multiple of 32; blockIdx.x is
  * the linearized program id, same entry parameters as cuda_dialect()'s, no
- * dynamic shared memory); a tile of n elements is spread over the threads,
- * thread t holding elements t, t+threads, ... (ceil(n/threads) registers);
- * elementwise ops, loads and stores (masked per element) run on a thread's
- * own elements; reduce: the thread's elements in order, xor shuffles over
+ * dynamic shared memory); a tile of n elements is spread over the threads
+ * in chunks of V consecutive elements (V = the largest of 1, 2, 4, 8 with
+ * 2*threads*V <= the longest tile): thread t holds elements
+ * q*threads*V + t*V + [0, V) for q = 0, 1, ... (registers); elementwise ops,
+ * loads and stores (masked per element) run on a thread's own elements; a
+ * load or store of a chunk whose V pointers are consecutive (checked per
+ * element at run time), whose first pointer is aligned to the access and
+ * whose mask elements are all true is one 4/8/16-byte access per 16 bytes
+ * (else element by element, as before: the same values either way);
+ * reduce: the thread's elements in order, xor shuffles over
  * the warp, the warps' partials in warp order through shared memory;
  * scalars are computed by every thread, scalar stores by thread 0; a
  * barrier follows a store that a later access through the same argument

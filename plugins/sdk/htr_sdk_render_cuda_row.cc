@@ -1,8 +1,12 @@
 // Row lowering of the CUDA dialect (htr_sdk_render_cuda.h, render_cuda_rows):
 // programs whose tiles are all 1-D run as one thread block per program; a
-// tile of n elements is spread over the block's T threads, thread t holding
-// elements t, t+T, ... in a per-thread array of ceil(n/T) entries (registers
-// after full unrolling). Elementwise ops, loads and stores (masked per
+// tile of n elements is spread over the block's T threads in chunks of V
+// consecutive elements (V up to 8, while 2*T*V fits the longest tile):
+// thread t holds elements q*T*V + t*V + [0, V), q = 0, 1, ..., in a
+// per-thread array (registers after full unrolling). A load or store of a
+// chunk takes 4/8/16-byte accesses when its V pointers are consecutive
+// (compared at run time, so any pointer tile is exact), the first is aligned
+// and no element is masked off; else it goes element by element. Elementwise ops, loads and stores (masked per
 // element, as in the per-thread lowering) run over a thread's own elements;
 // `reduce` combines a thread's elements in order, then the warp's lanes by
 // xor shuffles, then the warps' partials in warp order through shared
@@ -32,7 +36,15 @@ std::string v(uint32_t id) { return "v" + std::to_string(id); }
 class RowRenderer {
  public:
   RowRenderer(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec, uint32_t threads)
-      : k_(k), a_(a), spec_(spec), d_(cuda_dialect()), T_(threads) {}
+      : k_(k), a_(a), spec_(spec), d_(cuda_dialect()), T_(threads) {
+    // Chunk length V_: up to 8 consecutive elements per thread and chunk, as
+    // many as the longest tile fills over the block (1 keeps the plain
+    // thread-strided layout).
+    int64_t m = 1;
+    for (const Type& t : a.value_types)
+      if (t.is_tile() && t.numel() > m) m = t.numel();
+    while (V_ < 8 && static_cast<int64_t>(T_) * V_ * 2 <= m) V_ *= 2;
+  }
 
   Status run(Rendered* out) {
     prepare();
@@ -95,7 +107,15 @@ class RowRenderer {
     const Type& t = type(id);
     return t.ptr ? d_.storage_type(t.dtype) + "*" : d_.compute_type(t.dtype);
   }
-  int64_t per_thread(uint32_t id) const { return (type(id).numel() + T_ - 1) / T_; }
+  // Elements per thread of a tile of `id`: whole chunks of V_ consecutive elements.
+  int64_t per_thread(uint32_t id) const { return (type(id).numel() + TV() - 1) / TV() * V_; }
+  int64_t TV() const { return static_cast<int64_t>(T_) * V_; }
+  // Global element index of this thread's slot `j` (a C expression over j).
+  std::string elem(const std::string& j) const {
+    if (V_ == 1) return "htr_tid + " + j + " * " + std::to_string(T_);
+    return "(" + j + " / " + std::to_string(V_) + ") * " + std::to_string(TV()) + " + htr_tid * " + std::to_string(V_) +
+           " + (" + j + " % " + std::to_string(V_) + ")";
+  }
   void line(const std::string& l) { s_ += std::string(2 * depth_, ' ') + l + "\n"; }
 
   uint32_t root(uint32_t id) const {
@@ -162,10 +182,10 @@ class RowRenderer {
   // for each of this thread's elements: stmt (guarded when n is not a multiple of T)
   void each(uint32_t id, const std::string& stmt) {
     const int64_t n = type(id).numel();
-    const std::string g = n % T_ != 0 ? "if (e < " + std::to_string(n) + ") " : "";
+    const std::string g = n % TV() != 0 ? "if (e < " + std::to_string(n) + ") " : "";
     line("#pragma unroll");
-    line("for (int32_t j = 0; j < " + std::to_string(per_thread(id)) + "; ++j) { const int32_t e = htr_tid + j * " +
-         std::to_string(T_) + "; (void)e; " + g + stmt + " }");
+    line("for (int32_t j = 0; j < " + std::to_string(per_thread(id)) + "; ++j) { const int32_t e = " + elem("j") +
+         "; (void)e; " + g + stmt + " }");
   }
   void declare(uint32_t id) {
     line(ct(id) + " " + v(id) + "[" + std::to_string(per_thread(id)) + "];");
@@ -206,6 +226,10 @@ class RowRenderer {
         break;
       case HTR_KIR_OP_LOAD: {
         const htr_dtype_t d = type(in(0)).dtype;
+        if (vector_ok(in(0))) {
+          emit_vector_load(op, r);
+          break;
+        }
         std::string x = sp_.load_expr(d, at(in(0)));
         if (op.operands.size() > 1)
           x = "(" + at(in(1)) + " ? " + x + " : " + (op.operands.size() == 3 ? at(in(2)) : "(" + d_.compute_type(d) + ")0") + ")";
@@ -216,7 +240,8 @@ class RowRenderer {
         const Type& t = type(in(0));
         std::string st = sp_.store_stmt(t.dtype, at(in(0)), at(in(1)));
         if (op.operands.size() == 3) st = "if (" + at(in(2)) + ") " + st;
-        if (t.is_tile()) each(in(0), st);
+        if (t.is_tile() && vector_ok(in(0))) emit_vector_store(op, st);
+        else if (t.is_tile()) each(in(0), st);
         else line("if (htr_tid == 0) { " + st + " }");
         barrier_after_store(i);
         break;
@@ -245,6 +270,105 @@ class RowRenderer {
       case HTR_KIR_OP_YIELD: emit_yield(op); break;
       default: break;  // excluded by rows_supported()
     }
+  }
+
+  static int elem_bytes(htr_dtype_t d) {
+    switch (d) {
+      case HTR_DTYPE_BOOL: return 1;
+      case HTR_DTYPE_BF16: case HTR_DTYPE_F16: return 2;
+      case HTR_DTYPE_I64: return 8;
+      default: return 4;
+    }
+  }
+  // A load or store through pointer tile `p` may take the vector path: the
+  // chunks hold several elements, the pointer tile is held per element (not
+  // a splat), and a chunk is at least 4 bytes.
+  bool vector_ok(uint32_t p) const {
+    const uint32_t r = root(p);
+    return V_ > 1 && type(r).is_tile() && type(r).ptr && splat_of_[r] < 0 && arange_[r] < 0 &&
+           V_ * elem_bytes(type(r).dtype) >= 4;
+  }
+  // Per chunk q of this thread: `htr_vec` is true when the chunk's V_
+  // elements all exist, their pointers are consecutive from htr_p0 (checked
+  // element by element, so the path is exact for any pointer tile), htr_p0 is
+  // aligned to the vector word and every mask element is true. Opens the
+  // chunk's scope (closed by the caller).
+  std::string word_type(htr_dtype_t d, int* words, int* align) const {
+    const int bytes = V_ * elem_bytes(d);
+    *align = bytes >= 16 ? 16 : bytes;
+    *words = bytes >= 16 ? bytes / 16 : 1;
+    return bytes >= 16 ? "uint4" : bytes == 8 ? "uint2" : "uint32_t";
+  }
+  void open_chunk(uint32_t p, const Op& op, size_t mask_operand, int64_t n, int align) {
+    const std::string Vs = std::to_string(V_);
+    line("#pragma unroll");
+    line("for (int32_t q = 0; q < " + std::to_string(per_thread(p) / V_) + "; ++q) {");
+    ++depth_;
+    line("const int32_t htr_e0 = q * " + std::to_string(TV()) + " + htr_tid * " + Vs + ";");
+    const bool masked = op.operands.size() > mask_operand;
+    line("bool htr_vec = " + std::string(n % TV() != 0 ? "htr_e0 + " + Vs + " <= " + std::to_string(n) : "true") + ";");
+    line(ct(p) + " htr_p0;");
+    line("{ const int32_t j = q * " + Vs + "; const int32_t e = htr_e0; (void)e; htr_p0 = " + at(p) +
+         "; if (htr_vec) htr_vec = ((uint64_t)htr_p0 & " + std::to_string(align - 1) + "u) == 0" +
+         (masked ? " && " + at(op.operands[mask_operand]) : std::string()) + "; }");
+    line("#pragma unroll");
+    line("for (int32_t k = 1; k < " + Vs + "; ++k) { const int32_t j = q * " + Vs +
+         " + k; const int32_t e = htr_e0 + k; (void)e; if (htr_vec) htr_vec = " + at(p) + " == htr_p0 + k" +
+         (masked ? " && " + at(op.operands[mask_operand]) : std::string()) + "; }");
+  }
+  void emit_vector_load(const Op& op, uint32_t r) {
+    const uint32_t p = op.operands[0];
+    const htr_dtype_t d = type(p).dtype;
+    const int64_t n = type(p).numel();
+    int words = 0, align = 0;
+    const std::string w = word_type(d, &words, &align), st = d_.storage_type(d), Vs = std::to_string(V_);
+    std::string x = sp_.load_expr(d, at(p));
+    if (op.operands.size() > 1)
+      x = "(" + at(op.operands[1]) + " ? " + x + " : " +
+          (op.operands.size() == 3 ? at(op.operands[2]) : "(" + d_.compute_type(d) + ")0") + ")";
+    declare(r);
+    open_chunk(p, op, 1, n, align);
+    line("if (htr_vec) {");
+    line("  " + w + " htr_w[" + std::to_string(words) + "];");
+    line("  #pragma unroll");
+    line("  for (int32_t u = 0; u < " + std::to_string(words) + "; ++u) htr_w[u] = ((const " + w + "*)htr_p0)[u];");
+    line("  const " + st + "* const htr_t = (const " + st + "*)htr_w;");
+    line("  #pragma unroll");
+    line("  for (int32_t k = 0; k < " + Vs + "; ++k) " + v(r) + "[q * " + Vs + " + k] = " +
+         sp_.rnd(type(r).dtype, sp_.load_expr(d, "(htr_t + k)")) + ";");
+    line("} else {");
+    line("  #pragma unroll");
+    line("  for (int32_t k = 0; k < " + Vs + "; ++k) { const int32_t j = q * " + Vs +
+         " + k; const int32_t e = htr_e0 + k; (void)e; " + (n % TV() != 0 ? "if (e < " + std::to_string(n) + ") " : "") +
+         v(r) + "[j] = " + sp_.rnd(type(r).dtype, x) + "; }");
+    line("}");
+    --depth_;
+    line("}");
+  }
+  // `scalar` is the per-element store statement (masked where the op is).
+  void emit_vector_store(const Op& op, const std::string& scalar) {
+    const uint32_t p = op.operands[0];
+    const htr_dtype_t d = type(p).dtype;
+    const int64_t n = type(p).numel();
+    int words = 0, align = 0;
+    const std::string w = word_type(d, &words, &align), st = d_.storage_type(d), Vs = std::to_string(V_);
+    open_chunk(p, op, 2, n, align);
+    line("if (htr_vec) {");
+    line("  " + w + " htr_w[" + std::to_string(words) + "];");
+    line("  " + st + "* const htr_t = (" + st + "*)htr_w;");
+    line("  #pragma unroll");
+    line("  for (int32_t k = 0; k < " + Vs + "; ++k) { const int32_t j = q * " + Vs +
+         " + k; const int32_t e = htr_e0 + k; (void)e; " + sp_.store_stmt(d, "(htr_t + k)", at(op.operands[1])) + " }");
+    line("  #pragma unroll");
+    line("  for (int32_t u = 0; u < " + std::to_string(words) + "; ++u) ((" + w + "*)htr_p0)[u] = htr_w[u];");
+    line("} else {");
+    line("  #pragma unroll");
+    line("  for (int32_t k = 0; k < " + Vs + "; ++k) { const int32_t j = q * " + Vs +
+         " + k; const int32_t e = htr_e0 + k; (void)e; " + (n % TV() != 0 ? "if (e < " + std::to_string(n) + ") " : "") +
+         scalar + " }");
+    line("}");
+    --depth_;
+    line("}");
   }
 
   // 1-D tile -> scalar: thread partial (element order), xor shuffles over
@@ -350,6 +474,7 @@ class RowRenderer {
   const Dialect& d_;
   const CSpelling sp_{d_};
   const uint32_t T_;
+  int V_ = 1;  // consecutive elements per chunk (see elem())
   std::string s_;
   int depth_ = 0;
   std::vector<std::pair<uint32_t, uint32_t>> ends_;  // (body end, for op index)
