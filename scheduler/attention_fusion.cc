@@ -5,48 +5,111 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ops/half.h"
+#include "ops/shape.h"
 #include "runtime/config.h"
 
 namespace htr::sched {
 
 namespace {
 
-using ops::KernelArgs;
-
 // ---------------------------------------------------------------- reference kernels (fallback)
-// Layout: contiguous [batch, T, D] (batch = all leading dims); q, k, v, y, dy, dq, dk, dv f32, bf16
-// or f16 (one dtype, as the fused kernels take them), widened to f32 here and rounded once on the
-// way out; lse f32 [batch, T].
+// Each of q, k, v, y, dy, dq, dk, dv is a strided [B, H, T, D] view of one of the step's tensors:
+// attrs "dims" = {B, H, T, D} and "view_<role>" = {tensor index, element offset, stride b, h, t, d}
+// (see Layout below); without them, contiguous [batch, T, D] with H = 1 and the role's usual
+// index. q, k, v, y, dy, dq, dk, dv f32, bf16 or f16 (one dtype, as the fused kernels take them),
+// widened to f32 here and rounded once on the way out; lse f32 [B * H * T], contiguous.
 
 int64_t Batch(const ops::Shape& s) { return ops::Numel(s) / (s[s.size() - 2] * s.back()); }
 
 bool AttentionDtype(htr_dtype_t d) { return d == HTR_DTYPE_F32 || d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
 
-std::vector<float> Widen(const ops::TensorView& t) {
-  std::vector<float> w(static_cast<size_t>(t.numel()));
-  if (t.dtype == HTR_DTYPE_F32) {
-    std::copy(t.as<float>(), t.as<float>() + w.size(), w.begin());
-    return w;
+struct RefView {
+  size_t index = 0;
+  int64_t off = 0, sb = 0, sh = 0, st = 0, sd = 0;
+};
+
+struct RefDims {
+  int64_t B = 0, H = 0, T = 0, D = 0;
+};
+
+RefDims DimsOf(const ops::KernelArgs& a) {
+  RefDims d;
+  const std::vector<int64_t> v = a.attrs ? a.attrs->GetInts("dims") : std::vector<int64_t>();
+  if (v.size() == 4) {
+    d.B = v[0], d.H = v[1], d.T = v[2], d.D = v[3];
+    return d;
   }
-  const uint16_t* h = t.as<uint16_t>();
-  for (size_t i = 0; i < w.size(); ++i) w[i] = t.dtype == HTR_DTYPE_BF16 ? ops::Bf16ToF32(h[i]) : ops::F16ToF32(h[i]);
+  const ops::Shape& qs = a.in[0].shape;
+  d.B = Batch(qs), d.H = 1, d.T = qs[qs.size() - 2], d.D = qs.back();
+  return d;
+}
+
+// The view of `role` among `tensors`; false (with `why`) when it names no tensor or reaches past
+// the tensor's end.
+bool ViewOf(const ops::KernelArgs& a, const char* role, size_t def_index, const RefDims& d,
+            const std::vector<ops::TensorView>& tensors, RefView* v, std::string* why) {
+  const std::vector<int64_t> at = a.attrs ? a.attrs->GetInts(std::string("view_") + role) : std::vector<int64_t>();
+  if (at.size() == 6) {
+    if (at[0] < 0) {
+      *why = std::string(role) + ": bad tensor index";
+      return false;
+    }
+    v->index = static_cast<size_t>(at[0]);
+    v->off = at[1], v->sb = at[2], v->sh = at[3], v->st = at[4], v->sd = at[5];
+  } else {
+    v->index = def_index;
+    v->off = 0, v->sb = d.T * d.D, v->sh = 0, v->st = d.D, v->sd = 1;
+  }
+  if (v->index >= tensors.size()) {
+    *why = std::string(role) + ": no tensor " + std::to_string(v->index);
+    return false;
+  }
+  const int64_t last = v->off + (d.B - 1) * v->sb + (d.H - 1) * v->sh + (d.T - 1) * v->st + (d.D - 1) * v->sd;
+  if (v->off < 0 || v->sb < 0 || v->sh < 0 || v->st < 0 || v->sd < 0 || last >= tensors[v->index].numel()) {
+    *why = std::string(role) + ": view reaches past its tensor";
+    return false;
+  }
+  return true;
+}
+
+float Load(const ops::TensorView& t, int64_t i) {
+  if (t.dtype == HTR_DTYPE_F32) return t.as<float>()[i];
+  const uint16_t h = t.as<uint16_t>()[i];
+  return t.dtype == HTR_DTYPE_BF16 ? ops::Bf16ToF32(h) : ops::F16ToF32(h);
+}
+
+void StoreTo(const ops::TensorView& t, int64_t i, float f) {
+  if (t.dtype == HTR_DTYPE_F32) t.as<float>()[i] = f;
+  else t.as<uint16_t>()[i] = t.dtype == HTR_DTYPE_BF16 ? ops::F32ToBf16(f) : ops::F32ToF16(f);
+}
+
+// The view's elements as contiguous f32 [B, H, T, D].
+std::vector<float> Gather(const ops::TensorView& t, const RefView& v, const RefDims& d) {
+  std::vector<float> w(static_cast<size_t>(d.B * d.H * d.T * d.D));
+  size_t i = 0;
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h)
+      for (int64_t r = 0; r < d.T; ++r)
+        for (int64_t c = 0; c < d.D; ++c) w[i++] = Load(t, v.off + b * v.sb + h * v.sh + r * v.st + c * v.sd);
   return w;
 }
 
-void Narrow(const std::vector<float>& w, const ops::TensorView& t) {
-  if (t.dtype == HTR_DTYPE_F32) {
-    std::copy(w.begin(), w.end(), t.as<float>());
-    return;
-  }
-  uint16_t* h = t.as<uint16_t>();
-  for (size_t i = 0; i < w.size(); ++i) h[i] = t.dtype == HTR_DTYPE_BF16 ? ops::F32ToBf16(w[i]) : ops::F32ToF16(w[i]);
+// Contiguous [B, H, T, D] values into the view, rounded to the tensor's dtype.
+void Scatter(const std::vector<float>& w, const ops::TensorView& t, const RefView& v, const RefDims& d) {
+  size_t i = 0;
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h)
+      for (int64_t r = 0; r < d.T; ++r)
+        for (int64_t c = 0; c < d.D; ++c) StoreTo(t, v.off + b * v.sb + h * v.sh + r * v.st + c * v.sd, w[i++]);
 }
 
-Status CheckDtypes(const KernelArgs& a, size_t lse_in, const char* op) {
+Status CheckDtypes(const ops::KernelArgs& a, size_t lse_in, const char* op) {
   const htr_dtype_t d = a.in[0].dtype;
   bool ok = AttentionDtype(d);
   for (size_t i = 0; i < a.in.size(); ++i) ok = ok && a.in[i].dtype == (i == lse_in ? HTR_DTYPE_F32 : d);
@@ -58,12 +121,20 @@ Status CheckDtypes(const KernelArgs& a, size_t lse_in, const char* op) {
   return ops::Invalid(std::string(op) + ": tensors must be all f32, bf16 or f16 (the logsumexp f32)");
 }
 
-Status AttentionRef(const KernelArgs& a) {
+// Inputs q, k, v (tensors holding their views); outputs y's tensor and lse.
+Status AttentionRef(const ops::KernelArgs& a) {
   HTR_OPS_RETURN_IF_ERROR(CheckDtypes(a, SIZE_MAX, "attention"));
-  const ops::Shape& qs = a.in[0].shape;
-  const int64_t T = qs[qs.size() - 2], D = qs.back(), B = Batch(qs);
+  const RefDims dm = DimsOf(a);
+  const int64_t T = dm.T, D = dm.D, B = dm.B * dm.H;
+  RefView vq, vk, vv, vy;
+  std::string why;
+  if (a.out.size() != 2 || !ViewOf(a, "q", 0, dm, a.in, &vq, &why) || !ViewOf(a, "k", 1, dm, a.in, &vk, &why) ||
+      !ViewOf(a, "v", 2, dm, a.in, &vv, &why) || !ViewOf(a, "y", 0, dm, a.out, &vy, &why) ||
+      a.out[1].numel() != B * T)
+    return ops::Invalid("attention: " + (why.empty() ? std::string("expects outputs y and lse [B*H*T]") : why));
   const double scale = a.attrs ? a.attrs->GetFloat("scale") : 1.0 / std::sqrt(static_cast<double>(D));
-  const std::vector<float> q = Widen(a.in[0]), k = Widen(a.in[1]), v = Widen(a.in[2]);
+  const std::vector<float> q = Gather(a.in[vq.index], vq, dm), k = Gather(a.in[vk.index], vk, dm),
+                           v = Gather(a.in[vv.index], vv, dm);
   std::vector<float> y(q.size());
   float* lse = a.out[1].as<float>();
   std::vector<double> p(static_cast<size_t>(T)), acc(static_cast<size_t>(D));
@@ -89,18 +160,28 @@ Status AttentionRef(const KernelArgs& a) {
       lse[b * T + i] = static_cast<float>(mx + std::log(sum));
     }
   }
-  Narrow(y, a.out[0]);
+  Scatter(y, a.out[vy.index], vy, dm);
   return Status::Ok();
 }
 
-// Inputs q, k, v, y, lse, dy; outputs dq, dk, dv. P is recomputed from lse (as the kernels do).
-Status AttentionGradRef(const KernelArgs& a) {
+// Inputs q, k, v, y, lse, dy (tensors holding their views; lse at 4); outputs the tensors holding
+// dq, dk, dv (one to three). P is recomputed from lse (as the kernels do).
+Status AttentionGradRef(const ops::KernelArgs& a) {
   HTR_OPS_RETURN_IF_ERROR(CheckDtypes(a, 4, "attention_grad"));
-  const ops::Shape& qs = a.in[0].shape;
-  const int64_t T = qs[qs.size() - 2], D = qs.back(), B = Batch(qs);
+  const RefDims dm = DimsOf(a);
+  const int64_t T = dm.T, D = dm.D, B = dm.B * dm.H;
+  RefView vq, vk, vv, vy, vdy, vdq, vdk, vdv;
+  std::string why;
+  if (a.in.size() != 6 || !ViewOf(a, "q", 0, dm, a.in, &vq, &why) || !ViewOf(a, "k", 1, dm, a.in, &vk, &why) ||
+      !ViewOf(a, "v", 2, dm, a.in, &vv, &why) || !ViewOf(a, "y", 3, dm, a.in, &vy, &why) ||
+      !ViewOf(a, "dy", 5, dm, a.in, &vdy, &why) || !ViewOf(a, "dq", 0, dm, a.out, &vdq, &why) ||
+      !ViewOf(a, "dk", 1, dm, a.out, &vdk, &why) || !ViewOf(a, "dv", 2, dm, a.out, &vdv, &why) ||
+      a.in[4].numel() != B * T)
+    return ops::Invalid("attention_grad: " + (why.empty() ? std::string("expects 6 inputs, lse [B*H*T]") : why));
   const double scale = a.attrs ? a.attrs->GetFloat("scale") : 1.0 / std::sqrt(static_cast<double>(D));
-  const std::vector<float> q = Widen(a.in[0]), k = Widen(a.in[1]), v = Widen(a.in[2]), y = Widen(a.in[3]),
-                           dy = Widen(a.in[5]);
+  const std::vector<float> q = Gather(a.in[vq.index], vq, dm), k = Gather(a.in[vk.index], vk, dm),
+                           v = Gather(a.in[vv.index], vv, dm), y = Gather(a.in[vy.index], vy, dm),
+                           dy = Gather(a.in[vdy.index], vdy, dm);
   const float* lse = a.in[4].as<float>();
   std::vector<float> dq(q.size()), dk(q.size()), dv(q.size());
   const size_t n = static_cast<size_t>(T * D);
@@ -135,9 +216,9 @@ Status AttentionGradRef(const KernelArgs& a) {
       dv[static_cast<size_t>(base) + e] = static_cast<float>(gv[e]);
     }
   }
-  Narrow(dq, a.out[0]);
-  Narrow(dk, a.out[1]);
-  Narrow(dv, a.out[2]);
+  Scatter(dq, a.out[vdq.index], vdq, dm);
+  Scatter(dk, a.out[vdk.index], vdk, dm);
+  Scatter(dv, a.out[vdv.index], vdv, dm);
   return Status::Ok();
 }
 
@@ -170,6 +251,113 @@ const ops::OpDef* AttentionGradDef() {
 
 bool Lowp(htr_dtype_t d) { return d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
 
+// ---------------------------------------------------------------- layout views
+// A strided view of a value's buffer: element idx of a tensor of shape `dims` at
+// base[off + sum idx[i] * strides[i]]. The layout steps (slice, reshape, transpose, concat) only
+// move elements, so a pattern tensor reached through them is such a view of the buffer at the
+// chain's other end: the fused kernels read q, k, v, y, dy and write y, dq, dk, dv through their
+// views, and the layout steps whose results nothing else reads go (see Layout in the matcher).
+
+struct View {
+  ValueId base = kNoValue;
+  int64_t off = 0;
+  ops::Shape dims;
+  std::vector<int64_t> strides;
+};
+
+View Contig(const Program& p, ValueId v) {
+  View w;
+  w.base = v;
+  w.dims = p.values[v].info.shape;
+  w.strides.assign(w.dims.size(), 1);
+  for (size_t i = w.dims.size(); i-- > 1;) w.strides[i - 1] = w.strides[i] * w.dims[i];
+  return w;
+}
+
+// y = transpose(x, perm) (perm normalized): y.dims[i] = x.dims[perm[i]].
+bool ViewTranspose(View* v, const std::vector<int64_t>& perm) {
+  if (perm.size() != v->dims.size()) return false;
+  View w = *v;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || static_cast<size_t>(perm[i]) >= perm.size()) return false;
+    w.dims[i] = v->dims[static_cast<size_t>(perm[i])];
+    w.strides[i] = v->strides[static_cast<size_t>(perm[i])];
+  }
+  *v = std::move(w);
+  return true;
+}
+
+// Elements start, start + step, ... (len of them) along `axis`.
+bool ViewSlice(View* v, size_t axis, int64_t start, int64_t step, int64_t len) {
+  if (axis >= v->dims.size() || start < 0 || step <= 0 || len <= 0 || start + (len - 1) * step >= v->dims[axis])
+    return false;
+  v->off += start * v->strides[axis];
+  v->strides[axis] *= step;
+  v->dims[axis] = len;
+  return true;
+}
+
+// The same elements in row-major order as `shape`, where the strides allow it without a copy
+// (each group of dims merged or split must be contiguous within itself; PyTorch's view rule).
+bool ViewReshape(View* v, const ops::Shape& shape) {
+  if (ops::Numel(shape) != ops::Numel(v->dims) || ops::Numel(shape) == 0) return false;
+  if (v->dims.empty()) return false;
+  std::vector<int64_t> ns(shape.size(), 0);
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk = v->strides.back(), tnum = 1, vnum = 1;
+  for (int64_t td = static_cast<int64_t>(v->dims.size()) - 1; td >= 0; --td) {
+    const size_t t = static_cast<size_t>(td);
+    tnum *= v->dims[t];
+    if (td == 0 || (v->dims[t - 1] != 1 && v->strides[t - 1] != tnum * chunk)) {
+      while (view_d >= 0 && (vnum < tnum || shape[static_cast<size_t>(view_d)] == 1)) {
+        ns[static_cast<size_t>(view_d)] = vnum * chunk;
+        vnum *= shape[static_cast<size_t>(view_d)];
+        --view_d;
+      }
+      if (vnum != tnum) return false;
+      if (td > 0) {
+        chunk = v->strides[t - 1];
+        tnum = 1;
+        vnum = 1;
+      }
+    }
+  }
+  if (view_d != -1) return false;
+  v->dims = shape;
+  v->strides = std::move(ns);
+  return true;
+}
+
+// The four kernel strides (b, h, t, d) of a [.., T, D] view, the leading dims read as [B, H]
+// (H the last leading dim, B the others, which must merge; no leading dim: B = H = 1, one: H = 1).
+struct KView {
+  ValueId base = kNoValue;
+  int64_t off = 0, sb = 0, sh = 0, st = 0, sd = 1;
+};
+
+bool ToKernel(const View& v, KView* k) {
+  const size_t r = v.dims.size();
+  if (r < 2) return false;
+  k->base = v.base;
+  k->off = v.off;
+  k->st = v.strides[r - 2];
+  k->sd = v.strides[r - 1];
+  k->sb = k->sh = 0;
+  if (r == 3) k->sb = v.strides[0];
+  if (r >= 4) {
+    k->sh = v.strides[r - 3];
+    k->sb = v.strides[r - 4];
+    for (size_t i = 0; i + 4 < r; ++i) {
+      if (v.dims[i] != 1 && v.strides[i] != v.strides[i + 1] * v.dims[i + 1]) return false;
+    }
+  }
+  return true;
+}
+
+// The pattern tensors, in the order of `Match::view`.
+enum Role { kQ, kK, kV, kY, kDY, kDQ, kDK, kDV, kRoles };
+const char* const kRoleName[kRoles] = {"q", "k", "v", "y", "dy", "dq", "dk", "dv"};
+
 struct Match {
   size_t fwd[5] = {};  // matmul, mul_scalar, causal_mask, softmax, matmul
   bool backward = false;
@@ -178,6 +366,12 @@ struct Match {
   ValueId dq = kNoValue, dk = kNoValue, dv = kNoValue;
   htr_dtype_t dtype = HTR_DTYPE_F32;  // of q, k, v, y, dy, dq, dk, dv (the kernels' one dtype)
   double scale = 1.0;
+  // Layout (matcher's Layout): each tensor as a view of the buffer the fused steps bind, the
+  // layout steps read only by the pattern (in_chain: dropped where nothing else reads them; out_chain:
+  // dropped) and the shared kernel dims.
+  KView view[kRoles];
+  int64_t B = 1, H = 1, T = 0, D = 0;
+  std::vector<size_t> in_chain, out_chain, fwd_chain;  // fwd_chain: the forward's part of out_chain
   std::vector<bool> drop;      // per original step: removed (pattern ops and their casts)
   size_t fwd_at = 0, bwd_at = 0;  // the removed steps whose places the fused steps take
   uint32_t fwd_ops = 0, bwd_ops = 0;  // removed steps per fused step (stats)
@@ -185,8 +379,9 @@ struct Match {
 
 class Matcher {
  public:
-  explicit Matcher(const Program& p) : p_(p), producer_(p.values.size(), -1), readers_(p.values.size()),
-                                       external_(p.values.size(), false) {
+  Matcher(const Program& p, bool views)
+      : p_(p), producer_(p.values.size(), -1), readers_(p.values.size()), external_(p.values.size(), false),
+        views_(views) {
     for (size_t i = 0; i < p.steps.size(); ++i) {
       const Step& s = p.steps[i];
       for (ValueId v : s.outputs) producer_[v] = static_cast<int>(i);
@@ -255,6 +450,7 @@ class Matcher {
     } else if (pr.size() != 1) {
       return false;
     }
+    if (!Layout(m)) return false;
     return Cover(m, absorbed, fwd_absorbed);
   }
 
@@ -394,6 +590,193 @@ class Matcher {
     m->backward = true;
     return true;
   }
+  // ---- layout (see View)
+  bool IsLayout(size_t i, const char* name) const {
+    const Step& s = p_.steps[i];
+    return Is(s, name) && s.inputs.size() == 1 && s.outputs.size() == 1 &&
+           Dtype(s.inputs[0]) == Dtype(s.outputs[0]);
+  }
+  bool IsViewStep(size_t i) const { return IsLayout(i, "transpose") || IsLayout(i, "reshape") || IsLayout(i, "slice"); }
+  std::vector<int64_t> Perm(const Step& s) const {
+    const size_t r = p_.values[s.inputs[0]].info.shape.size();
+    std::vector<int64_t> perm;
+    if (!s.attrs.Has("perm")) {
+      for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+      return perm;
+    }
+    for (int64_t a : s.attrs.GetInts("perm")) {
+      int64_t n = 0;
+      if (!ops::NormalizeAxis(a, r, &n)) return {};
+      perm.push_back(n);
+    }
+    return perm;
+  }
+  // v: the view of view step i's input; on success the view of its output.
+  bool Apply(size_t i, View* v) const {
+    const Step& s = p_.steps[i];
+    const ops::Shape& in = p_.values[s.inputs[0]].info.shape;
+    const ops::Shape& out = p_.values[s.outputs[0]].info.shape;
+    if (Is(s, "transpose")) return ViewTranspose(v, Perm(s));
+    if (Is(s, "reshape")) return ViewReshape(v, out);
+    int64_t axis = 0;  // slice
+    if (!ops::NormalizeAxis(s.attrs.GetInt("axis"), in.size(), &axis)) return false;
+    const int64_t dim = in[static_cast<size_t>(axis)];
+    int64_t start = s.attrs.GetInt("start");
+    if (start < 0) start += dim;
+    start = std::min(std::max<int64_t>(start, 0), dim);
+    return ViewSlice(v, static_cast<size_t>(axis), start, s.attrs.GetInt("step", 1), out[static_cast<size_t>(axis)]);
+  }
+  // v: the view of transpose/reshape step i's output; on success the view of its input.
+  bool Invert(size_t i, View* v) const {
+    const Step& s = p_.steps[i];
+    if (Is(s, "reshape")) return ViewReshape(v, p_.values[s.inputs[0]].info.shape);
+    if (!Is(s, "transpose")) return false;
+    const std::vector<int64_t> perm = Perm(s);
+    std::vector<int64_t> inv(perm.size());
+    for (size_t j = 0; j < perm.size(); ++j) {
+      if (perm[j] < 0 || static_cast<size_t>(perm[j]) >= perm.size()) return false;
+      inv[static_cast<size_t>(perm[j])] = static_cast<int64_t>(j);
+    }
+    return ViewTranspose(v, inv);
+  }
+  // x as a view of the first value before the chain of view steps that computes it (the steps in
+  // `chain`, in order); where a step's view does not compose, the chain restarts at its input.
+  View TraceIn(ValueId x, std::vector<size_t>* chain) const {
+    std::vector<size_t> back;  // from x's producer towards the source
+    ValueId b = x;
+    for (int pr = producer_[b]; back.size() < 16 && pr >= 0 && IsViewStep(static_cast<size_t>(pr)); pr = producer_[b]) {
+      back.push_back(static_cast<size_t>(pr));
+      b = At(pr).inputs[0];
+    }
+    View v = Contig(p_, b);
+    chain->clear();
+    for (size_t j = back.size(); j-- > 0;) {
+      if (Apply(back[j], &v)) {
+        chain->push_back(back[j]);
+        continue;
+      }
+      v = Contig(p_, p_.steps[back[j]].inputs[0]);
+      chain->clear();
+      if (Apply(back[j], &v)) chain->push_back(back[j]);
+      else v = Contig(p_, p_.steps[back[j]].outputs[0]);
+    }
+    return v;
+  }
+  // x's successors through transpose/reshape steps while each value is private and read by that
+  // step alone: `chain` (the steps) and `v`, x as a view of the last value (chains whose views do
+  // not compose are cut short).
+  void FollowOut(ValueId x, std::vector<size_t>* chain, View* v) const {
+    chain->clear();
+    for (ValueId z = x; chain->size() < 16 && !external_[z] && readers_[z].size() == 1;) {
+      const size_t r = readers_[z][0];
+      if (!IsLayout(r, "transpose") && !IsLayout(r, "reshape")) break;
+      chain->push_back(r);
+      z = p_.steps[r].outputs[0];
+    }
+    for (;;) {
+      *v = Contig(p_, chain->empty() ? x : p_.steps[chain->back()].outputs[0]);
+      if (Unwind(*chain, v)) return;
+      chain->pop_back();
+    }
+  }
+  bool Unwind(const std::vector<size_t>& chain, View* v) const {
+    for (size_t j = chain.size(); j-- > 0;) {
+      if (!Invert(chain[j], v)) return false;
+    }
+    return true;
+  }
+  // Every address a kernel forms for this view (masked lanes of the last tiles included) is an i32.
+  static bool Fits(const KView& k, const Match& m) {
+    const int64_t pad = 256;  // > any tile (bm, bn <= 128, bd <= kMaxAttentionHeadDim)
+    const int64_t last = k.off + (m.B - 1) * k.sb + (m.H - 1) * k.sh + (m.T + pad) * k.st + pad * k.sd;
+    return k.off >= 0 && k.sb >= 0 && k.sh >= 0 && k.st >= 0 && k.sd >= 0 && last < (int64_t{1} << 31);
+  }
+  // The views of the pattern's tensors in the buffers the fused steps bind (inputs through the view
+  // steps computing them, outputs through the transposes/reshapes that only store them in another
+  // layout and, for dQ, dK, dV together, the concat of all three), falling back to the tensor itself
+  // wherever a view does not compose; false only for shapes the kernels do not take.
+  bool Layout(Match* m) const {
+    const ops::Shape& qs = p_.values[m->q].info.shape;
+    const size_t r = qs.size();
+    m->T = qs[r - 2];
+    m->D = qs[r - 1];
+    m->H = r >= 4 ? qs[r - 3] : 1;
+    m->B = Batch(qs) / m->H;
+    const ValueId val[kRoles] = {m->q, m->k, m->v, m->y, m->dy, m->dq, m->dk, m->dv};
+    auto contiguous = [&](int i) {
+      KView k;
+      return ToKernel(Contig(p_, val[i]), &k) && Fits(k, *m) ? (m->view[i] = k, true) : false;
+    };
+    for (int i : {kQ, kK, kV, kDY}) {
+      if (i == kDY && !m->backward) continue;
+      std::vector<size_t> chain;
+      const View v = views_ ? TraceIn(val[i], &chain) : Contig(p_, val[i]);
+      KView k;
+      if (ToKernel(v, &k) && Fits(k, *m)) {
+        m->view[i] = k;
+        m->in_chain.insert(m->in_chain.end(), chain.begin(), chain.end());
+      } else if (!contiguous(i)) {
+        return false;
+      }
+    }
+    std::vector<size_t> chains[kRoles];
+    for (int i : {kY, kDQ, kDK, kDV}) {
+      if (i != kY && !m->backward) continue;
+      View v = Contig(p_, val[i]);
+      if (views_) FollowOut(val[i], &chains[i], &v);
+      KView k;
+      if (ToKernel(v, &k) && Fits(k, *m)) {
+        m->view[i] = k;
+      } else {
+        chains[i].clear();
+        if (!contiguous(i)) return false;
+      }
+    }
+    if (m->backward && views_) ConcatGrads(m, chains);
+    m->fwd_chain = chains[kY];
+    for (int i : {kY, kDQ, kDK, kDV}) m->out_chain.insert(m->out_chain.end(), chains[i].begin(), chains[i].end());
+    return true;
+  }
+  // dQ, dK, dV (past their chains) as the three parts of one concat (autodiff's gradient of q, k
+  // and v sliced from one projection): the fused step writes the concat's result directly.
+  void ConcatGrads(Match* m, std::vector<size_t>* chains) const {
+    const int roles[3] = {kDQ, kDK, kDV};
+    ValueId z[3];
+    int c = -1;
+    for (int j = 0; j < 3; ++j) {
+      const int i = roles[j];
+      z[j] = m->view[i].base;  // the last value of its chain
+      if (external_[z[j]] || readers_[z[j]].size() != 1) return;
+      const int r = static_cast<int>(readers_[z[j]][0]);
+      if (c >= 0 && r != c) return;
+      c = r;
+    }
+    const Step& cs = At(c);
+    if (!Is(cs, "concat") || cs.inputs.size() != 3 || cs.outputs.size() != 1 || Dtype(cs.outputs[0]) != m->dtype) return;
+    const ops::Shape& zs = p_.values[cs.outputs[0]].info.shape;
+    int64_t axis = 0;
+    if (!ops::NormalizeAxis(cs.attrs.GetInt("axis"), zs.size(), &axis)) return;
+    KView views[3];
+    for (int j = 0; j < 3; ++j) {
+      int64_t start = 0;
+      int at = -1;
+      for (size_t q = 0; q < 3; ++q) {
+        if (cs.inputs[q] == z[j] && at < 0) at = static_cast<int>(q);
+        if (at < 0) start += p_.values[cs.inputs[q]].info.shape[static_cast<size_t>(axis)];
+      }
+      if (at < 0 || (j > 0 && (z[j] == z[0] || (j == 2 && z[2] == z[1])))) return;
+      View v = Contig(p_, cs.outputs[0]);
+      const int64_t len = p_.values[z[j]].info.shape[static_cast<size_t>(axis)];
+      if (!ViewSlice(&v, static_cast<size_t>(axis), start, 1, len) || !Unwind(chains[roles[j]], &v) ||
+          !ToKernel(v, &views[j]) || !Fits(views[j], *m))
+        return;
+    }
+    for (int j = 0; j < 3; ++j) {
+      m->view[roles[j]] = views[j];
+      chains[roles[j]].push_back(static_cast<size_t>(c));
+    }
+  }
+
   // The removed steps (pattern ops, absorbed casts, then every cast read only by removed steps,
   // except those producing the fused steps' inputs) and the places of the fused steps: the
   // forward where Y was computed, the backward at its first removed step after which all its
@@ -407,30 +790,41 @@ class Matcher {
       for (size_t i : m->bwd) m->drop[i] = true;
     }
     for (size_t i : absorbed) m->drop[i] = true;
-    const ValueId keep[4] = {m->q, m->k, m->v, m->dy};
+    for (size_t i : m->out_chain) m->drop[i] = true;
+    std::vector<ValueId> keep;  // the values the fused steps read
+    for (const KView& kv : m->view) keep.push_back(kv.base);
+    std::vector<bool> in_chain(n, false);
+    for (size_t i : m->in_chain) in_chain[i] = true;
     for (size_t i = n; i-- > 0;) {
-      if (m->drop[i] || !IsCast(i)) continue;
+      if (m->drop[i] || !(IsCast(i) || in_chain[i])) continue;
       const ValueId o = p_.steps[i].outputs[0];
-      if (external_[o] || readers_[o].empty() || std::find(keep, keep + 4, o) != keep + 4) continue;
+      if (external_[o] || readers_[o].empty() || std::find(keep.begin(), keep.end(), o) != keep.end()) continue;
       bool all = true;
       for (size_t r : readers_[o]) all = all && m->drop[r];
       m->drop[i] = all;
+    }
+    // The fused steps' inputs must still be computed (a view's source is never a removed value).
+    for (int i : {kQ, kK, kV, kDY}) {
+      const ValueId b = m->view[i].base;
+      if (b != kNoValue && producer_[b] >= 0 && m->drop[static_cast<size_t>(producer_[b])]) return false;
     }
     m->fwd_at = m->fwd[4];
     for (size_t i = 0; i < n; ++i) {
       if (!m->drop[i]) continue;
       const bool fwd = i <= m->fwd_at || !m->backward ||
+                       std::find(m->fwd_chain.begin(), m->fwd_chain.end(), i) != m->fwd_chain.end() ||
                        std::find(absorbed.begin(), absorbed.begin() + static_cast<std::ptrdiff_t>(fwd_absorbed), i) !=
                            absorbed.begin() + static_cast<std::ptrdiff_t>(fwd_absorbed);
       ++(fwd ? m->fwd_ops : m->bwd_ops);
     }
     if (!m->backward) return true;
     size_t lo = m->fwd_at + 1;  // after the forward step (Y, L)
-    for (ValueId x : {m->q, m->k, m->v, m->dy}) {
+    for (ValueId x : {m->q, m->k, m->v, m->dy, m->view[kQ].base, m->view[kK].base, m->view[kV].base,
+                      m->view[kDY].base}) {
       if (producer_[x] >= 0) lo = std::max(lo, static_cast<size_t>(producer_[x]) + 1);
     }
-    size_t hi = n;  // the first reader of dQ, dK, dV outside the pattern
-    for (ValueId x : {m->dq, m->dk, m->dv}) {
+    size_t hi = n;  // the first reader of dQ, dK, dV (or of the buffers holding them) outside the pattern
+    for (ValueId x : {m->dq, m->dk, m->dv, m->view[kDQ].base, m->view[kDK].base, m->view[kDV].base}) {
       for (size_t r : readers_[x]) {
         if (!m->drop[r]) hi = std::min(hi, r);
       }
@@ -448,6 +842,7 @@ class Matcher {
   std::vector<int> producer_;
   std::vector<std::vector<size_t>> readers_;
   std::vector<bool> external_;
+  bool views_;  // Layout traces views (else every tensor is bound contiguously)
   bool look_through_ = true;  // Source looks through widening casts
 };
 
@@ -458,15 +853,18 @@ FusedArg Scr(uint32_t i) { return FusedArg::Scratch(i); }
 FusedArg Spec(int64_t i) { return FusedArg::Int(i, /*specialized=*/true); }
 FusedArg Flt(double f) { return FusedArg::Float(f); }
 
-// H = 1 and the leading dims as the batch: contiguous [batch, T, D] strides (b, h, t, d).
-void Common(std::vector<FusedArg>* a, int64_t T, int64_t D, double scale, int tensors) {
-  a->push_back(Spec(1));
-  a->push_back(Spec(T));
-  a->push_back(Spec(D));
-  a->push_back(Flt(scale));
-  for (int i = 0; i < tensors; ++i) {
-    for (int64_t s : {T * D, int64_t{0}, D, int64_t{1}}) a->push_back(Spec(s));
+// H, T, D, scale, then the strides (b, h, t, d) of each of `roles`, then (cfg.offsets) their offsets.
+void Scalars(std::vector<FusedArg>* a, const Match& m, const kernels::AttentionConfig& cfg,
+             std::initializer_list<Role> roles) {
+  a->push_back(Spec(m.H));
+  a->push_back(Spec(m.T));
+  a->push_back(Spec(m.D));
+  a->push_back(Flt(m.scale));
+  for (Role r : roles) {
+    for (int64_t s : {m.view[r].sb, m.view[r].sh, m.view[r].st, m.view[r].sd}) a->push_back(Spec(s));
   }
+  if (!cfg.offsets) return;
+  for (Role r : roles) a->push_back(Spec(m.view[r].off));
 }
 
 Status FromLang(const kernels::Status& s, const char* kernel) {
@@ -476,42 +874,48 @@ Status FromLang(const kernels::Status& s, const char* kernel) {
 
 uint32_t Tiles(int64_t n, uint32_t tile) { return static_cast<uint32_t>((n + tile - 1) / tile); }
 
-Status BuildForward(const Program& p, const Match& m, FusedGroup* g) {
-  const ops::Shape& qs = p.values[m.q].info.shape;
-  const int64_t T = qs[qs.size() - 2], D = qs.back();
-  const kernels::AttentionConfig cfg = AttentionConfigFor(D, m.dtype);
+// The kernels take element offsets only where a view has one (else today's signature).
+kernels::AttentionConfig ConfigOf(const Match& m) {
+  kernels::AttentionConfig cfg = AttentionConfigFor(m.D, m.dtype);
+  for (const KView& k : m.view) cfg.offsets = cfg.offsets || k.off != 0;
+  return cfg;
+}
+
+FusedArg Base(const Match& m, Role r) { return Val(m.view[r].base); }
+
+Status BuildForward(const Match& m, FusedGroup* g) {
+  const kernels::AttentionConfig cfg = ConfigOf(m);
   FusedLaunch l;
   HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildAttentionForward(cfg, &l.ir), "attention_forward"));
-  l.grid[0] = Tiles(T, cfg.bm);
-  l.grid[1] = static_cast<uint32_t>(Batch(qs));
-  l.args = {Val(m.q), Val(m.k), Val(m.v), Val(m.y), Val(m.p)};
-  Common(&l.args, T, D, m.scale, 4);
+  l.grid[0] = Tiles(m.T, cfg.bm);
+  l.grid[1] = static_cast<uint32_t>(m.B * m.H);
+  l.args = {Base(m, kQ), Base(m, kK), Base(m, kV), Base(m, kY), Val(m.p)};
+  Scalars(&l.args, m, cfg, {kQ, kK, kV, kY});
   g->launches.push_back(std::move(l));
   return Status::Ok();
 }
 
-Status BuildBackward(const Program& p, const Match& m, FusedGroup* g) {
-  const ops::Shape& qs = p.values[m.q].info.shape;
-  const int64_t T = qs[qs.size() - 2], D = qs.back(), B = Batch(qs);
-  const kernels::AttentionConfig cfg = AttentionConfigFor(D, m.dtype);
-  g->scratch_bytes = {static_cast<uint64_t>(B * T) * sizeof(float)};  // delta
+Status BuildBackward(const Match& m, FusedGroup* g) {
+  const kernels::AttentionConfig cfg = ConfigOf(m);
+  const uint32_t BH = static_cast<uint32_t>(m.B * m.H);
+  g->scratch_bytes = {static_cast<uint64_t>(m.B * m.H * m.T) * sizeof(float)};  // delta
   if (Lowp(m.dtype)) {
     // bf16/f16: the two-kernel form. The one-kernel form accumulates dQ through memory in the
     // input dtype (rounded once per key tile); this one keeps dQ in f32 registers, and its
     // (query tile, batch) and (key tile, batch) grids are what a GPU lowering wants.
     FusedLaunch dq;
     HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildAttentionBackwardDq(cfg, &dq.ir), "attention_backward_dq"));
-    dq.grid[0] = Tiles(T, cfg.bm);
-    dq.grid[1] = static_cast<uint32_t>(B);
-    dq.args = {Val(m.q), Val(m.k), Val(m.v), Val(m.y), Val(m.dy), Val(m.p), Scr(0), Val(m.dq)};
-    Common(&dq.args, T, D, m.scale, 6);
+    dq.grid[0] = Tiles(m.T, cfg.bm);
+    dq.grid[1] = BH;
+    dq.args = {Base(m, kQ), Base(m, kK), Base(m, kV), Base(m, kY), Base(m, kDY), Val(m.p), Scr(0), Base(m, kDQ)};
+    Scalars(&dq.args, m, cfg, {kQ, kK, kV, kY, kDY, kDQ});
     FusedLaunch dkdv;
     HTR_OPS_RETURN_IF_ERROR(
         FromLang(kernels::BuildAttentionBackwardDkDv(cfg, &dkdv.ir), "attention_backward_dkdv"));
-    dkdv.grid[0] = Tiles(T, cfg.bn);
-    dkdv.grid[1] = static_cast<uint32_t>(B);
-    dkdv.args = {Val(m.q), Val(m.k), Val(m.v), Val(m.dy), Val(m.p), Scr(0), Val(m.dk), Val(m.dv)};
-    Common(&dkdv.args, T, D, m.scale, 6);
+    dkdv.grid[0] = Tiles(m.T, cfg.bn);
+    dkdv.grid[1] = BH;
+    dkdv.args = {Base(m, kQ), Base(m, kK), Base(m, kV), Base(m, kDY), Val(m.p), Scr(0), Base(m, kDK), Base(m, kDV)};
+    Scalars(&dkdv.args, m, cfg, {kQ, kK, kV, kDY, kDK, kDV});
     g->launches.push_back(std::move(dq));
     g->launches.push_back(std::move(dkdv));
     return Status::Ok();
@@ -520,29 +924,75 @@ Status BuildBackward(const Program& p, const Match& m, FusedGroup* g) {
   // the two-kernel form (attention_backward.cc).
   FusedLaunch l;
   HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildAttentionBackward(cfg, &l.ir), "attention_backward"));
-  l.grid[0] = static_cast<uint32_t>(B);
-  l.args = {Val(m.q), Val(m.k), Val(m.v), Val(m.y), Val(m.dy), Val(m.p), Scr(0), Val(m.dq), Val(m.dk), Val(m.dv)};
-  Common(&l.args, T, D, m.scale, 8);
+  l.grid[0] = BH;
+  l.args = {Base(m, kQ),  Base(m, kK), Base(m, kV), Base(m, kY),  Base(m, kDY),
+            Val(m.p),     Scr(0),      Base(m, kDQ), Base(m, kDK), Base(m, kDV)};
+  Scalars(&l.args, m, cfg, {kQ, kK, kV, kY, kDY, kDQ, kDK, kDV});
   g->launches.push_back(std::move(l));
   return Status::Ok();
 }
 
-Step Member(const ops::OpDef* def, std::vector<ValueId> in, std::vector<ValueId> out, double scale) {
+// The fused ops' steps: tensors bound once each (outputs) or per role (inputs, repeats allowed),
+// every role's view in the attrs (the reference kernels' layout).
+void SetView(Step* s, const Match& m, Role r, size_t index) {
+  const KView& k = m.view[r];
+  s->attrs.Ints(std::string("view_") + kRoleName[r],
+                {static_cast<int64_t>(index), k.off, k.sb, k.sh, k.st, k.sd});
+}
+
+Step Member(const ops::OpDef* def, std::vector<ValueId> in, std::vector<ValueId> out, const Match& m) {
   Step s;
   s.def = def;
   s.inputs = std::move(in);
   s.outputs = std::move(out);
-  s.attrs.Float("scale", scale);
+  s.attrs.Float("scale", m.scale);
+  s.attrs.Ints("dims", {m.B, m.H, m.T, m.D});
+  return s;
+}
+
+Step ForwardMember(const Match& m) {
+  Step s = Member(AttentionDef(), {m.view[kQ].base, m.view[kK].base, m.view[kV].base}, {m.view[kY].base, m.p}, m);
+  SetView(&s, m, kQ, 0);
+  SetView(&s, m, kK, 1);
+  SetView(&s, m, kV, 2);
+  SetView(&s, m, kY, 0);
+  return s;
+}
+
+Step BackwardMember(const Match& m) {
+  std::vector<ValueId> out;
+  size_t at[3] = {};
+  const Role grads[3] = {kDQ, kDK, kDV};
+  for (size_t j = 0; j < 3; ++j) {
+    const ValueId b = m.view[grads[j]].base;
+    auto it = std::find(out.begin(), out.end(), b);
+    at[j] = static_cast<size_t>(it - out.begin());
+    if (it == out.end()) out.push_back(b);
+  }
+  Step s = Member(AttentionGradDef(),
+                  {m.view[kQ].base, m.view[kK].base, m.view[kV].base, m.view[kY].base, m.p, m.view[kDY].base},
+                  std::move(out), m);
+  SetView(&s, m, kQ, 0);
+  SetView(&s, m, kK, 1);
+  SetView(&s, m, kV, 2);
+  SetView(&s, m, kY, 3);
+  SetView(&s, m, kDY, 5);
+  for (size_t j = 0; j < 3; ++j) SetView(&s, m, grads[j], at[j]);
   return s;
 }
 
 }  // namespace
 
-bool AttentionFusionEnabledByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_FUSE_ATTENTION");
+namespace {
+bool EnvOn(const char* name) {
+  std::optional<std::string> v = htr::rt::ReadEnv(name);
   if (!v) return true;
   return !(*v == "0" || *v == "off" || *v == "false");
 }
+}  // namespace
+
+bool AttentionFusionEnabledByEnv() { return EnvOn("HTR_FUSE_ATTENTION"); }
+bool AttentionViewsEnabledByEnv() { return EnvOn("HTR_ATTENTION_VIEWS"); }
 
 kernels::AttentionConfig AttentionConfigFor(int64_t d, htr_dtype_t dtype) {
   kernels::AttentionConfig c;
@@ -561,7 +1011,7 @@ Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats
   if (!AttentionFusionEnabledByEnv()) return Status::Ok();
   std::vector<Match> matches;
   {
-    Matcher matcher(*p);
+    Matcher matcher(*p, AttentionViewsEnabledByEnv());
     for (size_t i = 0; i < p->steps.size(); ++i) {
       Match m;
       if (matcher.MatchAt(i, &m)) matches.push_back(m);
@@ -582,16 +1032,15 @@ Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats
     p->values[m.p].info = ops::ValueInfo{HTR_DTYPE_F32, lse_shape};
     FusedGroup fwd;
     fwd.name = "attention";
-    fwd.members.push_back(Member(AttentionDef(), {m.q, m.k, m.v}, {m.y, m.p}, m.scale));
+    fwd.members.push_back(ForwardMember(m));
     std::string why;
-    Status st = BuildForward(*p, m, &fwd);
+    Status st = BuildForward(m, &fwd);
     if (st.ok() && !OfferGroup(*p, accept, &fwd, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
     FusedGroup bwd;
     if (st.ok() && m.backward) {
       bwd.name = "attention_grad";
-      bwd.members.push_back(
-          Member(AttentionGradDef(), {m.q, m.k, m.v, m.y, m.p, m.dy}, {m.dq, m.dk, m.dv}, m.scale));
-      st = BuildBackward(*p, m, &bwd);
+      bwd.members.push_back(BackwardMember(m));
+      st = BuildBackward(m, &bwd);
       if (st.ok() && !OfferGroup(*p, accept, &bwd, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
       if (!st.ok()) st.message = "attention_grad: " + st.message;
     }
@@ -604,7 +1053,9 @@ Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats
     auto add = [&](FusedGroup&& g, size_t at, uint32_t n) {
       Step f;
       f.def = g.members[0].def;
-      f.inputs = g.members[0].inputs;
+      for (ValueId v : g.members[0].inputs) {  // each buffer once (q, k, v may share the projection's)
+        if (std::find(f.inputs.begin(), f.inputs.end(), v) == f.inputs.end()) f.inputs.push_back(v);
+      }
       f.outputs = g.members[0].outputs;
       f.attrs = g.members[0].attrs;
       f.fused = static_cast<int>(p->fused.size());

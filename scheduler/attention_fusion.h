@@ -30,9 +30,24 @@
 // stays op-agnostic (no fused graph op needing its own precision rule, inference and gradient),
 // a refused group leaves exactly the precision pass's program, and one matcher serves all dtypes.
 //
+// Layouts: the kernels take every tensor as a strided [B, H, T, D] view (element strides b, h, t, d
+// and an element offset, specialized constants; H = the dim before T, B the leading dims merged).
+// q, k, v, dY are traced back through the slice/reshape/transpose steps computing them to the
+// first value that is not such a step's result (GPT-2: the [B*T, 3*H*D] qkv projection, q, k, v
+// at column offsets 0, C, 2C; dY from the [B*T, C] gradient of the merged heads); Y, dQ, dK, dV
+// are followed forward through transposes/reshapes each of which is their value's only reader (Y
+// written in the [B, T, H, D] = [B*T, C] layout the projection reads) and, where dQ, dK, dV so
+// reached are exactly the three operands of one concat, into its result (autodiff's qkv
+// gradient: written in place, no concat). The layout steps whose results the fused steps make
+// unread go; those still read elsewhere stay (the kernels read through them anyway). A view that
+// does not compose (a reshape of a non-mergeable stride pattern, leading dims that do not merge,
+// an i32 address overflow) falls back to the tensor itself, contiguous (as HTR_ATTENTION_VIEWS=0
+// does for every tensor: the layout steps then stay). The fused ops' steps carry the views as
+// attrs ("dims", "view_<role>"), which their reference kernels read; the fused steps list each
+// buffer they read once.
 // The forward step runs where Y was computed, the backward step at its first removed step after
-// which q, k, v, dY exist (a match whose dQ/dK/dV would then be read too early is left). Each
-// group's `members` is one step of an op defined here ("attention" / "attention_grad") whose
+// which q, k, v, dY (and the buffers holding them) exist (a match whose dQ/dK/dV, or the buffers
+// they are written to, would then be read too early is left). Each group's `members` is one step of an op defined here ("attention" / "attention_grad") whose
 // reference kernel (double accumulation) is the fallback RunFusedReference runs. `accept` is
 // asked for every group as in the row fusion; a refused forward leaves every step of the pattern
 // as it was (its backward too). Runs first in Fuser::Rewrite; HTR_FUSE_ATTENTION=0 turns it off
@@ -52,6 +67,9 @@ constexpr int64_t kMaxAttentionHeadDim = 256;
 
 // HTR_FUSE_ATTENTION from the environment: false only for "0", "off" or "false".
 bool AttentionFusionEnabledByEnv();
+// HTR_ATTENTION_VIEWS from the environment (same values): false binds every pattern tensor
+// contiguously (no layout step removed).
+bool AttentionViewsEnabledByEnv();
 
 // Tiles for head dim `d`: bm = bn = 64, bd = next power of two >= d (at least 16); kernels for
 // `dtype` tensors (f32, bf16, f16).

@@ -29,7 +29,14 @@ void AttnStrides(Builder& b, const char* name, AttnTensor* t) {
   t->sd = b.arg_scalar("stride_" + n + "_d", HTR_DTYPE_I32);
 }
 
-Value AttnBase(const AttnTensor& t, Value bidx, Value hidx) { return bidx * t.sb + hidx * t.sh; }
+void AttnOffset(Builder& b, const char* name, AttnTensor* t) {
+  t->off = b.arg_scalar("offset_" + std::string(name), HTR_DTYPE_I32);
+}
+
+Value AttnBase(const AttnTensor& t, Value bidx, Value hidx) {
+  Value base = bidx * t.sb + hidx * t.sh;
+  return t.off.valid() ? base + t.off : base;
+}
 
 Status BuildAttentionForward(const AttentionConfig& cfg, std::vector<uint8_t>* ir) {
   const htr_dtype_t dt = cfg.dtype;
@@ -45,6 +52,12 @@ Status BuildAttentionForward(const AttentionConfig& cfg, std::vector<uint8_t>* i
   AttnStrides(b, "k", &k);
   AttnStrides(b, "v", &v);
   AttnStrides(b, "o", &o);
+  if (cfg.offsets) {
+    AttnOffset(b, "q", &q);
+    AttnOffset(b, "k", &k);
+    AttnOffset(b, "v", &v);
+    AttnOffset(b, "o", &o);
+  }
 
   Value qt = b.program_id(0), bh = b.program_id(1);
   Value bi = bh / H, hi = bh % H;

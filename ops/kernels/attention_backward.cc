@@ -43,6 +43,14 @@ Status BuildAttentionBackwardDq(const AttentionConfig& cfg, std::vector<uint8_t>
   AttnStrides(b, "o", &o);
   AttnStrides(b, "do", &dout);
   AttnStrides(b, "dq", &dq);
+  if (cfg.offsets) {
+    AttnOffset(b, "q", &q);
+    AttnOffset(b, "k", &k);
+    AttnOffset(b, "v", &v);
+    AttnOffset(b, "o", &o);
+    AttnOffset(b, "do", &dout);
+    AttnOffset(b, "dq", &dq);
+  }
 
   Value qt = b.program_id(0), bh = b.program_id(1);
   Value bi = bh / H, hi = bh % H;
@@ -100,6 +108,14 @@ Status BuildAttentionBackwardDkDv(const AttentionConfig& cfg, std::vector<uint8_
   AttnStrides(b, "do", &dout);
   AttnStrides(b, "dk", &dk);
   AttnStrides(b, "dv", &dv);
+  if (cfg.offsets) {
+    AttnOffset(b, "q", &q);
+    AttnOffset(b, "k", &k);
+    AttnOffset(b, "v", &v);
+    AttnOffset(b, "do", &dout);
+    AttnOffset(b, "dk", &dk);
+    AttnOffset(b, "dv", &dv);
+  }
 
   Value kt = b.program_id(0), bh = b.program_id(1);
   Value bi = bh / H, hi = bh % H;
@@ -162,6 +178,16 @@ Status BuildAttentionBackward(const AttentionConfig& cfg, std::vector<uint8_t>* 
   AttnStrides(b, "dq", &dq);
   AttnStrides(b, "dk", &dk);
   AttnStrides(b, "dv", &dv);
+  if (cfg.offsets) {
+    AttnOffset(b, "q", &q);
+    AttnOffset(b, "k", &k);
+    AttnOffset(b, "v", &v);
+    AttnOffset(b, "o", &o);
+    AttnOffset(b, "do", &dout);
+    AttnOffset(b, "dq", &dq);
+    AttnOffset(b, "dk", &dk);
+    AttnOffset(b, "dv", &dv);
+  }
 
   Value bh = b.program_id(0);
   Value bi = bh / H, hi = bh % H;

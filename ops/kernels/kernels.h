@@ -187,9 +187,14 @@ Status BuildAdamW(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 // Causal attention tiles: bm query rows, bn key rows per step, bd >= D (all
 // powers of two; the builder bakes them in, so each is a compile-time value
 // of its kernel). f32, f16 or bf16 inputs; dots accumulate in f32.
+// offsets: each tensor also takes an i32 element offset (offset_<name>, declared after all
+// the strides, in the same tensor order), added to its [b, h] base: views into a larger buffer
+// (q, k, v as column blocks of one qkv projection; scheduler/attention_fusion.h). Off: the
+// signature without them.
 struct AttentionConfig {
   uint32_t bm = 32, bn = 32, bd = 64;
   htr_dtype_t dtype = HTR_DTYPE_F32;
+  bool offsets = false;
 };
 Status BuildAttentionForward(const AttentionConfig& config, std::vector<uint8_t>* ir);
 Status BuildAttentionBackwardDq(const AttentionConfig& config, std::vector<uint8_t>* ir);

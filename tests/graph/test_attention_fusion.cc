@@ -3,6 +3,10 @@
 // steps with the flash-attention launches, the T x T probabilities get no memory, the fallback
 // (the fused ops' reference kernels) gives the unfused results, and patterns that must not fuse
 // (probabilities read outside, a non-causal softmax, HTR_FUSE_ATTENTION=0) stay as they were.
+// [layout]: a GPT-2 block ([B*T, C] activations, q/k/v sliced from one projection, heads split and
+// merged by reshape+transpose) plans no layout step around attention (the fused steps bind the
+// projection, the merged y and the qkv gradient through views), keeps the ones still read
+// elsewhere, binds contiguously under HTR_ATTENTION_VIEWS=0, and matches the unfused program.
 #include <cmath>
 #include <cstdlib>
 
@@ -151,4 +155,169 @@ TEST_CASE("attention fusion forward only: y and the row logsumexp", "[graph][fus
   REQUIRE_OK(fused->Run());
   REQUIRE_OK(plain->Run());
   CHECK(RelErr(Out<float>(*fused, "y"), Out<float>(*plain, "y")) <= 1e-10);
+}
+
+namespace {
+
+// A GPT-2 attention block on [B*T, C] activations (samples/htr-train/model.cc): qkv = x Wqkv,
+// q, k, v sliced from it and split into heads ([B*T, C] -> [B, T, H, D] -> [B, H, T, D]), y merged
+// back and projected; loss = sum(proj * w). Gradients of x, Wqkv and Wproj are outputs.
+struct Gpt2Block {
+  Graph g;
+  int64_t B, H, T, D;
+};
+
+void BuildGpt2Block(Gpt2Block* a, bool q_out) {
+  Graph& g = a->g;
+  const int64_t B = a->B, H = a->H, T = a->T, D = a->D, C = H * D;
+  ValueId x, wqkv, wp, w;
+  REQUIRE_OK(g.AddInput("x", HTR_DTYPE_F32, {B * T, C}, &x));
+  REQUIRE_OK(g.AddState("wqkv", HTR_DTYPE_F32, {C, 3 * C}, &wqkv));
+  REQUIRE_OK(g.AddState("wp", HTR_DTYPE_F32, {C, C}, &wp));
+  REQUIRE_OK(g.AddState("w", HTR_DTYPE_F32, {B * T, C}, &w));
+  const ValueId qkv = Op1(g, "matmul", {x, wqkv});
+  auto heads = [&](int64_t part) {
+    const ValueId s = Op1(g, "slice", {qkv}, Attrs().Int("axis", 1).Int("start", part * C).Int("end", (part + 1) * C));
+    return Op1(g, "transpose", {Op1(g, "reshape", {s}, Attrs().Ints("shape", {B, T, H, D}))},
+               Attrs().Ints("perm", {0, 2, 1, 3}));
+  };
+  const ValueId q = heads(0), k = heads(1), v = heads(2);
+  if (q_out) REQUIRE_OK(g.AddOutput("q", q));
+  ValueId y = Op1(g, "scaled_dot_product_attention", {q, k, v}, Attrs().Int("causal", 1));
+  y = Op1(g, "reshape", {Op1(g, "transpose", {y}, Attrs().Ints("perm", {0, 2, 1, 3}))}, Attrs().Ints("shape", {B * T, C}));
+  const ValueId proj = Op1(g, "matmul", {y, wp});
+  const ValueId loss = Op1(g, "sum", {Op1(g, "mul", {proj, w})});
+  REQUIRE_OK(g.AddOutput("loss", loss));
+  std::vector<ValueId> grads;
+  REQUIRE_OK(htr::sched::Gradients(&g, loss, {x, wqkv, wp}, &grads));
+  REQUIRE_OK(g.AddOutput("dx", grads[0]));
+  REQUIRE_OK(g.AddOutput("dwqkv", grads[1]));
+  REQUIRE_OK(g.AddOutput("dwp", grads[2]));
+}
+
+void FeedGpt2(HostEngine& e, const Gpt2Block& a) {
+  const int64_t C = a.H * a.D;
+  const std::pair<const char*, int64_t> in[] = {{"x", a.B * a.T * C}, {"wqkv", C * 3 * C}, {"wp", C * C}, {"w", a.B * a.T * C}};
+  uint32_t seed = 50;
+  for (const auto& [name, n] : in) {
+    const auto d = Random(static_cast<size_t>(n), seed++, -1, 1);
+    std::vector<float> f(d.begin(), d.end());
+    const bool input = std::string(name) == "x";
+    REQUIRE_OK(input ? e.SetInput(name, f.data(), f.size() * 4) : e.SetState(name, f.data(), f.size() * 4));
+  }
+}
+
+size_t CountSteps(const htr::sched::Program& p, const std::string& op) {
+  size_t n = 0;
+  for (const auto& s : p.steps) n += s.fused < 0 && s.def->name == op ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("attention fusion binds q, k, v, y and the qkv gradient in the layouts of a GPT-2 block",
+          "[graph][fusion][attention][layout]") {
+  Gpt2Block a;
+  a.B = 2, a.H = 3, a.T = 37, a.D = 8;
+  BuildGpt2Block(&a, false);
+  Fuser fuser;
+  std::unique_ptr<HostEngine> fused;
+  REQUIRE_OK(HostEngine::Create(a.g, true, 2, &fused, &fuser));
+  std::unique_ptr<HostEngine> plain = Engine(a.g);
+  const auto& p = fused->program();
+  const auto& pp = plain->program();
+  REQUIRE(p.fused.size() >= 2);
+  REQUIRE(p.fused[0].name == "attention");
+  REQUIRE(p.fused[1].name == "attention_grad");
+  // The unfused program has the heads' split and merge (and the gradient's concat); the fused one
+  // none of them: the kernels read q, k, v from the projection and write y and dqkv in place.
+  CHECK(CountSteps(pp, "transpose") == 8);
+  CHECK(CountSteps(pp, "slice") == 3);
+  CHECK(CountSteps(pp, "concat") == 1);
+  for (const char* op : {"transpose", "slice", "concat", "pad_slice"}) {
+    INFO(op);
+    CHECK(CountSteps(p, op) == 0);
+  }
+  CHECK(CountSteps(p, "reshape") == 1);  // the loss gradient's broadcast
+  CHECK(CountSteps(pp, "reshape") == 9);
+  // The forward step reads the [B*T, 3C] projection three times (q, k, v at column offsets 0, C,
+  // 2C) and writes y as [B*T, C]; the backward step writes the one [B*T, 3C] gradient.
+  const int64_t C = a.H * a.D;
+  const auto& fwd = p.fused[0].members[0];
+  REQUIRE(fwd.inputs.size() == 3);
+  CHECK(fwd.inputs[0] == fwd.inputs[1]);
+  CHECK(fwd.inputs[1] == fwd.inputs[2]);
+  CHECK(p.values[fwd.inputs[0]].info.shape == Shape{a.B * a.T, 3 * C});
+  CHECK(p.values[fwd.outputs[0]].info.shape == Shape{a.B * a.T, C});
+  CHECK(fwd.attrs.GetInts("view_k") == std::vector<int64_t>{1, C, a.T * 3 * C, a.D, 3 * C, 1});
+  CHECK(fwd.attrs.GetInts("view_y") == std::vector<int64_t>{0, 0, a.T * C, a.D, C, 1});
+  const auto& bwd = p.fused[1].members[0];
+  REQUIRE(bwd.outputs.size() == 1);
+  CHECK(p.values[bwd.outputs[0]].info.shape == Shape{a.B * a.T, 3 * C});
+  CHECK(bwd.attrs.GetInts("view_dv") == std::vector<int64_t>{0, 2 * C, a.T * 3 * C, a.D, 3 * C, 1});
+  CHECK(p.fused[0].launches[0].grid[1] == a.B * a.H);
+  CHECK(p.steps.size() + 14 <= pp.steps.size());
+  FeedGpt2(*fused, a);
+  FeedGpt2(*plain, a);
+  REQUIRE_OK(fused->Run());  // the fallback: the fused ops' reference kernels, through the views
+  REQUIRE_OK(plain->Run());
+  for (const char* name : {"loss", "dx", "dwqkv", "dwp"}) {
+    INFO(name);
+    CHECK(RelErr(Out<float>(*fused, name), Out<float>(*plain, name)) <= 1e-10);
+  }
+}
+
+TEST_CASE("attention fusion keeps the layout steps whose results are read elsewhere",
+          "[graph][fusion][attention][layout]") {
+  Gpt2Block a;
+  a.B = 1, a.H = 2, a.T = 20, a.D = 8;
+  BuildGpt2Block(&a, true);  // q [B, H, T, D] is also a graph output
+  Fuser fuser;
+  std::unique_ptr<HostEngine> fused;
+  REQUIRE_OK(HostEngine::Create(a.g, true, 1, &fused, &fuser));
+  std::unique_ptr<HostEngine> plain = Engine(a.g);
+  const auto& p = fused->program();
+  REQUIRE(p.fused.size() >= 2);
+  REQUIRE(p.fused[0].name == "attention");
+  // q's split stays (its output is stored); the kernels still read q from the projection.
+  CHECK(CountSteps(p, "transpose") == 1);
+  CHECK(CountSteps(p, "slice") == 1);
+  CHECK(CountSteps(p, "concat") == 0);
+  CHECK(p.values[p.fused[0].members[0].inputs[0]].info.shape == Shape{a.B * a.T, 3 * a.H * a.D});
+  FeedGpt2(*fused, a);
+  FeedGpt2(*plain, a);
+  REQUIRE_OK(fused->Run());
+  REQUIRE_OK(plain->Run());
+  for (const char* name : {"loss", "q", "dx", "dwqkv", "dwp"}) {
+    INFO(name);
+    CHECK(RelErr(Out<float>(*fused, name), Out<float>(*plain, name)) <= 1e-10);
+  }
+}
+
+TEST_CASE("HTR_ATTENTION_VIEWS=0 binds the attention tensors contiguously", "[graph][fusion][attention][layout]") {
+  Gpt2Block a;
+  a.B = 1, a.H = 2, a.T = 20, a.D = 8;
+  BuildGpt2Block(&a, false);
+  setenv("HTR_ATTENTION_VIEWS", "0", 1);
+  CHECK(!htr::sched::AttentionViewsEnabledByEnv());
+  Fuser fuser;
+  std::unique_ptr<HostEngine> fused;
+  REQUIRE_OK(HostEngine::Create(a.g, true, 1, &fused, &fuser));
+  unsetenv("HTR_ATTENTION_VIEWS");
+  std::unique_ptr<HostEngine> plain = Engine(a.g);
+  const auto& p = fused->program();
+  REQUIRE(p.fused.size() >= 2);
+  REQUIRE(p.fused[0].name == "attention");
+  CHECK(CountSteps(p, "transpose") == 8);
+  CHECK(CountSteps(p, "slice") == 3);
+  CHECK(CountSteps(p, "concat") == 1);
+  CHECK(p.fused[0].launches[0].args.size() == 5 + 4 + 4 * 4);  // no element offsets
+  FeedGpt2(*fused, a);
+  FeedGpt2(*plain, a);
+  REQUIRE_OK(fused->Run());
+  REQUIRE_OK(plain->Run());
+  for (const char* name : {"loss", "dx", "dwqkv", "dwp"}) {
+    INFO(name);
+    CHECK(RelErr(Out<float>(*fused, name), Out<float>(*plain, name)) <= 1e-10);
+  }
 }
