@@ -20,15 +20,25 @@
 // loop are double-buffered: iteration j+1's tiles are copied (cp.async)
 // while iteration j computes; the addresses come from a lambda of the
 // iteration that repeats the body's scalar code (as the block lowering's).
+// A loop's two B tiles that are one access read in both orientations (K^T
+// and K in the dQ kernel, Q^T/Q and dO^T/dO in the dK/dV kernel: same
+// pointer argument, shapes [a,b] and [b,a]) are staged once per iteration
+// where the run-time boxes (htr_at_same_t) show the same elements and the
+// two orientations differ, so the staged bytes are the same: the second
+// fill is skipped and its dot reads the first tile (a per-buffer bit says
+// which).
 // Warps: W = the largest power of two dividing R/16 up to the target's
 // max_warps (8 by default; HTR_CUDA_BLOCK_WARPS), FM = R/(16 W) slabs each.
-// A staged A operand outside the loop is held as register fragments only
-// where they are few (FM*K/16*4 <= 16), else read per k16 step (ldmatrix).
-// Causal selects: a FRAG select whose condition is a conjunction of <, <=,
-// >, >= between i32 tiles affine in the tile indices is printed twice,
-// behind a warp-uniform test (htr_at_all: the condition at the corners of
-// the warp's rows x all columns, no i32 wrap), so tiles wholly inside the
-// mask take the first operand without per-element compares.
+// Staged A operands outside the loop are held as register fragments, in
+// program order, while together they take at most 16 registers a thread
+// (FM*K/16*4 each); the others are read per k16 step (ldmatrix).
+// Causal selects: a FRAG select whose condition is a conjunction (through
+// broadcasts) of <, <=, >, >= between i32 tiles affine in the tile indices
+// is printed twice, behind a warp-uniform test (htr_at_all: the condition
+// at the corners of the warp's rows x all columns, no i32 wrap), so tiles
+// wholly inside the mask take the first operand without per-element
+// compares (the attention kernels' masks: before, their `rnr < T` term,
+// broadcast to the tile, hid the whole conjunction from this test).
 // Descriptors of affine accesses (htr_aff) come from htr_sdk_render_cuda_aff.h,
 // shared with the block lowering.
 #include "htr_sdk_render_cuda.h"
@@ -116,6 +126,16 @@ HTR_INLINE bool htr_at_all(int p, int64_t xc, int64_t xa, int64_t xb, int64_t yc
          (p == 2 ? x < y : p == 3 ? x <= y : p == 4 ? x > y : x >= y);
   }
   return ok;
+}
+// True when access g (a D0 x D1 tile) is access f (D1 x D0) transposed:
+// the same elements, the same box, so (staged in opposite orientations) the
+// same staged bytes. Both pointer arguments are the same one (checked when
+// the program is rendered).
+template <class A, class B>
+HTR_INLINE bool htr_at_same_t(const A& f, const B& g, int64_t d0, int64_t d1) {
+  const htr_box a = htr_box_of(f, d1, d0), b = htr_box_of(g, d0, d1);
+  return a.fast && b.fast && a.any == b.any && a.o == b.o && a.s0 == b.s1 && a.s1 == b.s0 && a.lo0 == b.lo1 &&
+         a.hi0 == b.hi1 && a.lo1 == b.lo0 && a.hi1 == b.hi0;
 }
 // Packs two floats into bf16 (BF) or f16 halves, lo in the low half.
 template <bool BF> HTR_INLINE uint32_t htr_at_pack(float lo, float hi) {
@@ -269,6 +289,25 @@ class AttnRenderer {
         }
       }
     }
+    for (size_t y = 0; y < regions_.size(); ++y) {
+      Region& ry = regions_[y];
+      if (!ry.in_loop || !ry.bop) continue;
+      const Type& ty = type(ry.value);
+      const Op& ly = k_.ops[producer_[ry.value]];
+      for (size_t x = 0; x < y; ++x) {
+        const Region& rx = regions_[x];
+        if (!rx.in_loop || !rx.bop || rx.twin >= 0) continue;
+        const Type& tx = type(rx.value);
+        const Op& lx = k_.ops[producer_[rx.value]];
+        bool taken = false;
+        for (const Region& o : regions_) taken = taken || o.twin == static_cast<int>(x);
+        if (taken || tx.dtype != ty.dtype || tx.shape[0] != ty.shape[1] || tx.shape[1] != ty.shape[0] ||
+            aff_.ptrs[lx.operands[0]].base != aff_.ptrs[ly.operands[0]].base)
+          continue;
+        ry.twin = static_cast<int>(x);
+        break;
+      }
+    }
     // Programs are independent, so blocks may take them in any order: where the loop's trip count
     // grows with program_id(0) (causal query tiles), the longest programs start first.
     if (for_op_ != UINT32_MAX) reverse_ = depends_on_pid0(k_.ops[for_op_].operands[1], 0);
@@ -335,6 +374,11 @@ class AttnRenderer {
     uint32_t value = 0;
     bool bop = false, in_loop = false;
     uint32_t bytes = 0, offset = 0;
+    // For a loop B region whose tile is another loop B region's transposed (same pointer
+    // argument, shapes [a,b] and [b,a]: K^T and K, Q^T and Q): that region's index. Where the
+    // two accesses turn out at run time to be each other's transpose, staged in opposite
+    // orientations, the bytes staged are the same: the twin's copy is skipped.
+    int twin = -1;
   };
 
   static bool no(std::string* why, const std::string& w) {
@@ -561,6 +605,13 @@ class AttnRenderer {
     return s + ")";
   }
 
+  // Address of a staged B tile in this iteration: its twin's copy where that one was used.
+  std::string b_addr(const Region& r) const {
+    if (r.twin < 0) return region_addr(r);
+    return "(((htr_sh" + std::to_string(r.value) + " >> (uint32_t)(htr_j & 1)) & 1u) ? " +
+           region_addr(regions_[static_cast<size_t>(r.twin)]) + " : " + region_addr(r) + ")";
+  }
+
   Status ops(uint32_t begin, uint32_t end) {
     for (uint32_t i = begin; i < end; ++i) {
       const Op& op = k_.ops[i];
@@ -675,6 +726,8 @@ class AttnRenderer {
     const uint32_t p = producer_[id];
     if (p == UINT32_MAX) return false;
     const Op& op = k_.ops[p];
+    // A broadcast ([1,n] or [R,1] to [R,n]) holds everywhere exactly where its source does.
+    if (op.opcode == HTR_KIR_OP_BROADCAST || op.opcode == HTR_KIR_OP_EXPAND_DIMS) return all_true(op.operands[0], n, out);
     if (op.opcode == HTR_KIR_OP_AND) {
       std::string a, b;
       if (!all_true(op.operands[0], n, &a) || !all_true(op.operands[1], n, &b)) return false;
@@ -731,12 +784,20 @@ class AttnRenderer {
     }
   }
 
-  // A staged A operand stays in registers (loaded once, before the loop) only where its
-  // fragments are few (16 registers); otherwise each dot reads them from shared memory per
-  // k16 step (ldmatrix), which leaves registers to the accumulators.
+  // Staged A operands stay in registers (loaded once, before the loop), in program order, while
+  // together their fragments take at most 16 registers (the dK/dV kernel's K and V: K only);
+  // the others are read by each dot from shared memory per k16 step (ldmatrix), which leaves
+  // registers to the accumulators (the dK/dV kernel at D=64: 255 registers with 40 bytes of
+  // spills when both stayed, none now).
   bool a_in_regs(const Region& rg) const {
-    const uint32_t k = type(rg.value).shape[1];
-    return !rg.in_loop && FM_ * (k / 16) * 4 <= 16;
+    if (rg.in_loop) return false;
+    uint32_t used = 0;
+    for (const Region& o : regions_) {
+      if (o.in_loop || o.bop) continue;
+      used += FM_ * (type(o.value).shape[1] / 16) * 4;
+      if (&o == &rg) return used <= 16;
+    }
+    return false;
   }
 
   void dot(const Op& op, uint32_t r) {
@@ -762,11 +823,11 @@ class AttnRenderer {
     // so neither holds a branch.
     line("if (" + trb + ") {");
     ++depth_;
-    dot_k(op, nm, bf, af, a_staged, region_addr(*rb), K, N, true);
+    dot_k(op, nm, bf, af, a_staged, b_addr(*rb), K, N, true);
     --depth_;
     line("} else {");
     ++depth_;
-    dot_k(op, nm, bf, af, a_staged, region_addr(*rb), K, N, false);
+    dot_k(op, nm, bf, af, a_staged, b_addr(*rb), K, N, false);
     --depth_;
     line("}");
   }
@@ -865,16 +926,33 @@ class AttnRenderer {
       line("const htr_step_t s = htr_step(htr_jf);");
       for (const Region* r : lr) {
         const Type& t = type(r->value);
-        line("htr_at_fill_rt<" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1]) + ", " + T + ">(" +
-             region_addr(*r, "htr_jf") + ", " + aff_.ptrs[k_.ops[producer_[r->value]].operands[0]].base + ", s.a" +
-             std::to_string(r->value) + ", " + (r->bop ? v(r->value) + "_tr" : std::string("false")) + ");");
+        const std::string base = aff_.ptrs[k_.ops[producer_[r->value]].operands[0]].base;
+        const std::string fl = "htr_at_fill_rt<" + std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1]) +
+                               ", " + T + ">(" + region_addr(*r, "htr_jf") + ", " + base + ", s.a" +
+                               std::to_string(r->value) + ", " + (r->bop ? v(r->value) + "_tr" : std::string("false")) +
+                               ");";
+        if (r->twin < 0) {
+          line(fl);
+          continue;
+        }
+        const uint32_t x = regions_[static_cast<size_t>(r->twin)].value;
+        const std::string sh = "htr_sh" + std::to_string(r->value);
+        line("{");
+        line("  const bool htr_same = " + v(x) + "_tr != " + v(r->value) + "_tr && htr_at_same_t(s.a" +
+             std::to_string(x) + ", s.a" + std::to_string(r->value) + ", " + std::to_string(t.shape[0]) + ", " +
+             std::to_string(t.shape[1]) + ");");
+        line("  " + sh + " = (" + sh + " & ~(1u << (uint32_t)(htr_jf & 1))) | ((uint32_t)htr_same << (uint32_t)(htr_jf & 1));");
+        line("  if (!htr_same) " + fl);
+        line("}");
       }
       --depth_;
       line("}");
     };
     // Transposition of each staged B operand, decided from iteration 0.
-    for (const Region* r : lr)
+    for (const Region* r : lr) {
       if (r->bop) line("bool " + v(r->value) + "_tr = false;");
+      if (r->twin >= 0) line("uint32_t htr_sh" + std::to_string(r->value) + " = 0;");
+    }
     line("if (htr_n > 0) {");
     ++depth_;
     if (!lr.empty()) line("const htr_step_t s = htr_step(0);");

@@ -83,6 +83,18 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
                                                                            std::to_string(tc.max_warps)) +
                                         ".cu",
                                     r.source);
+          // Causal masks are compared per element on diagonal tiles only (the select's condition,
+          // through its broadcasts, is tested for the warp's whole tile first).
+          const size_t at_all = r.source.find("htr_at_all(");  // its definition in the prelude
+          CHECK((at_all != std::string::npos && r.source.find("htr_at_all(", at_all + 1) != std::string::npos));
+          // Tiles read in both orientations (K^T and K; Q^T/Q and dO^T/dO) are staged once where
+          // they are the same bytes: one twin test per pair in the loop's fill.
+          const size_t pairs = ki == 0 ? 0 : ki == 1 ? 1 : 2;
+          size_t found = 0;
+          for (size_t at = r.source.find("const bool htr_same = "); at != std::string::npos;
+               at = r.source.find("const bool htr_same = ", at + 1))
+            ++found;
+          CHECK(found == 2 * pairs);  // the fill before the loop and the one inside it
           std::string text;
           const int rc = nv.compile(r.source, &text);
           INFO(text);
