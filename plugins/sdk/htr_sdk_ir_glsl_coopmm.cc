@@ -14,7 +14,7 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   CoopMmShader sh;
   if (c.subgroup == 0 || c.workgroup % c.subgroup != 0 || c.cm == 0 || c.cn == 0 || c.ck == 0 ||
       c.bm % c.cm != 0 || c.bn % c.cn != 0 || c.bk % c.ck != 0 || c.bk % 8 != 0 || c.bn % 8 != 0 ||
-      c.cn % 8 != 0 || (c.stages != 1 && c.stages != 2)) {
+      c.cn % 8 != 0 || (c.stages != 1 && c.stages != 2) || c.depth < 1 || c.depth > 4) {
     sh.why = "tile does not divide into the cooperative shape, 16-byte groups or subgroups";
     return sh;
   }
@@ -85,7 +85,8 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
        std::to_string(c.bn) + "x" + std::to_string(c.bk) + " over " + std::to_string(c.workgroup) + ", subgroups " +
        std::to_string(sh.sgm) + "x" + std::to_string(sh.sgn) + " of " + std::to_string(sh.ftm) + "x" +
        std::to_string(sh.ftn) + " fragments, " + std::to_string(c.stages) + " stage(s), bands of " +
-       std::to_string(c.group_m) + (c.lean ? ", lean" : "") + "\n";
+       std::to_string(c.group_m) + (c.col_order ? ", column-major tile order" : "") + ", prefetch depth " +
+       std::to_string(c.depth) + (c.lean ? ", lean" : "") + "\n";
   s += "layout(local_size_x = " + std::to_string(c.workgroup) + ", local_size_y = 1, local_size_z = 1) in;\n";
   s += "layout(push_constant, std430) uniform PC { uint64_t a[12]; uint grid[3]; uint base[3]; } pc;\n";
   s += "layout(buffer_reference, std430, buffer_reference_align = 16) buffer BV4 { uvec4 v[]; };\n";
@@ -99,6 +100,8 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     s += "  const uint band = " + u(c.group_m) + " * gx, first = (pid / band) * " + u(c.group_m) +
          ", nrow = min(gy - first, " + u(c.group_m) + ");\n";
     s += "  const uint tm = first + (pid % band) % nrow, tn = (pid % band) / nrow;\n";
+  } else if (c.col_order) {
+    s += "  const uint tm = pid % gy, tn = pid / gy;\n";
   } else {
     s += "  const uint tm = pid / gx, tn = pid % gx;\n";
   }
@@ -129,57 +132,84 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
        (c.trans_b ? u(c.bk / 8) : u(c.bk) + " * ldb") + ";\n";
   s += "  " + facc + " acc[" + std::to_string(nacc) + "];\n";
   s += "  [[unroll]] for (uint q = 0u; q < " + u(nacc) + "; ++q) acc[q] = " + facc + "(0.0);\n";
-  s += "  uvec4 ra[" + std::to_string(A.per) + "], rb[" + std::to_string(B.per) + "];\n";
-  s += "  [[unroll]] for (uint t = 0u; t < " + u(A.per) + "; ++t) ra[t] = pa.v[gA[t]];\n";
-  s += "  [[unroll]] for (uint t = 0u; t < " + u(B.per) + "; ++t) rb[t] = pb.v[gB[t]];\n";
-  s += "  [[unroll]] for (uint t = 0u; t < " + u(A.per) + "; ++t) smA[sA[t]] = ra[t];\n";
-  s += "  [[unroll]] for (uint t = 0u; t < " + u(B.per) + "; ++t) smB[sB[t]] = rb[t];\n";
-  s += "  barrier();\n";
-  s += "  for (uint kt = 0u; kt < nk; ++kt) {\n";
-  if (c.stages == 2) {
-    s += "    const uint cur = kt & 1u, oA = cur * " + u(A.stage) + ", oB = cur * " + u(B.stage) + ";\n";
-    s += "    const uint nA = (cur ^ 1u) * " + u(A.stage) + ", nB = (cur ^ 1u) * " + u(B.stage) + ";\n";
-  } else {
-    s += "    const uint oA = 0u, oB = 0u;\n";
+  // Prefetch depth D: register sets r{a,b}0..D-1, step j's tiles in set j % D; the k
+  // loop is unrolled D times so every set is indexed statically. Sub-step kt issues the loads of
+  // step kt + D into its own set (free: step kt was stored from it one sub-step earlier),
+  // multiplies stage kt & 1 and stores set (kt + 1) % D -- loaded D - 1 sub-steps earlier -- into
+  // the other stage; one barrier per step (one stage: the stage itself, between two barriers).
+  // D = 1 is the plain register prefetch.
+  const uint32_t D = c.depth;
+  auto rs = [&](const char* X, uint32_t set) { return std::string("r") + X + std::to_string(set); };
+  for (uint32_t d = 0; d < D; ++d)
+    s += "  uvec4 " + rs("a", d) + "[" + std::to_string(A.per) + "], " + rs("b", d) + "[" + std::to_string(B.per) + "];\n";
+  auto load = [&](uint32_t set, const std::string& step, const char* ind) {
+    s += std::string(ind) + "[[unroll]] for (uint t = 0u; t < " + u(A.per) + "; ++t) " + rs("a", set) +
+         "[t] = pa.v[gA[t] + (" + step + ") * stepA];\n";
+    s += std::string(ind) + "[[unroll]] for (uint t = 0u; t < " + u(B.per) + "; ++t) " + rs("b", set) +
+         "[t] = pb.v[gB[t] + (" + step + ") * stepB];\n";
+  };
+  auto store = [&](uint32_t set, const char* oa, const char* ob, const char* ind) {
+    s += std::string(ind) + "[[unroll]] for (uint t = 0u; t < " + u(A.per) + "; ++t) smA[" + oa + "sA[t]] = " +
+         rs("a", set) + "[t];\n";
+    s += std::string(ind) + "[[unroll]] for (uint t = 0u; t < " + u(B.per) + "; ++t) smB[" + ob + "sB[t]] = " +
+         rs("b", set) + "[t];\n";
+  };
+  load(0, "0u", "  ");
+  store(0, "", "", "  ");
+  for (uint32_t d = 1; d < D; ++d) {
+    s += "  if (" + u(d) + " < nk) {\n";
+    load(d, u(d), "    ");
+    s += "  }\n";
   }
-  s += "    const bool more = kt + 1u < nk;\n";
-  s += "    if (more) {\n";
-  s += "      [[unroll]] for (uint t = 0u; t < " + u(A.per) + "; ++t) ra[t] = pa.v[gA[t] + (kt + 1u) * stepA];\n";
-  s += "      [[unroll]] for (uint t = 0u; t < " + u(B.per) + "; ++t) rb[t] = pb.v[gB[t] + (kt + 1u) * stepB];\n";
-  s += "    }\n";
+  s += "  barrier();\n";
+  s += "  for (uint k0 = 0u; k0 < nk; k0 += " + u(D) + ") {\n";
   const std::string aoff = c.trans_a ? "oA + kk * " + u(A.ld) + " + (tr + i * " + u(c.cm) + ") / 8u, " + u(A.ld) + ", true"
                                      : "oA + (tr + i * " + u(c.cm) + ") * " + u(A.ld) + " + kk / 8u, " + u(A.ld) + ", false";
   const std::string boff = c.trans_b ? "oB + (tc + j * " + u(c.cn) + ") * " + u(B.ld) + " + kk / 8u, " + u(B.ld) + ", true"
                                      : "oB + kk * " + u(B.ld) + " + (tc + j * " + u(c.cn) + ") / 8u, " + u(B.ld) + ", false";
-  s += "    [[unroll]] for (uint kk = 0u; kk < " + u(c.bk) + "; kk += " + u(c.ck) + ") {\n";
-  s += "      " + fb + " fb[" + std::to_string(sh.ftn) + "];\n";
-  s += "      [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) coopMatLoadNV(fb[j], smB, " + boff + ");\n";
-  if (c.lean) {
-    s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) {\n";
-    s += "        " + fa + " fa; coopMatLoadNV(fa, smA, " + aoff + ");\n";
-    s += "        [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) acc[i * " + u(sh.ftn) +
-         " + j] = coopMatMulAddNV(fa, fb[j], acc[i * " + u(sh.ftn) + " + j]);\n";
-    s += "      }\n";
-  } else {
-    s += "      " + fa + " fa[" + std::to_string(sh.ftm) + "];\n";
-    s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) coopMatLoadNV(fa[i], smA, " + aoff + ");\n";
-    s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) +
-         "; ++j) acc[i * " + u(sh.ftn) + " + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * " + u(sh.ftn) + " + j]);\n";
-  }
-  s += "    }\n";
-  if (c.stages == 2) {
-    s += "    if (more) {\n";
-    s += "      [[unroll]] for (uint t = 0u; t < " + u(A.per) + "; ++t) smA[nA + sA[t]] = ra[t];\n";
-    s += "      [[unroll]] for (uint t = 0u; t < " + u(B.per) + "; ++t) smB[nB + sB[t]] = rb[t];\n";
+  for (uint32_t sub = 0; sub < D; ++sub) {
+    s += sub == 0 ? std::string("   {\n") : "   if (k0 + " + u(sub) + " < nk) {\n";
+    s += "    const uint kt = k0 + " + u(sub) + ";\n";
+    if (c.stages == 2) {
+      s += "    const uint cur = kt & 1u, oA = cur * " + u(A.stage) + ", oB = cur * " + u(B.stage) + ";\n";
+      s += "    const uint nA = (cur ^ 1u) * " + u(A.stage) + ", nB = (cur ^ 1u) * " + u(B.stage) + ";\n";
+    } else {
+      s += "    const uint oA = 0u, oB = 0u;\n";
+    }
+    s += "    if (kt + " + u(D) + " < nk) {\n";
+    load(sub, "kt + " + u(D), "      ");
     s += "    }\n";
-    s += "    barrier();\n";
-  } else {
-    s += "    barrier();\n";
-    s += "    if (more) {\n";
-    s += "      [[unroll]] for (uint t = 0u; t < " + u(A.per) + "; ++t) smA[sA[t]] = ra[t];\n";
-    s += "      [[unroll]] for (uint t = 0u; t < " + u(B.per) + "; ++t) smB[sB[t]] = rb[t];\n";
+    s += "    [[unroll]] for (uint kk = 0u; kk < " + u(c.bk) + "; kk += " + u(c.ck) + ") {\n";
+    s += "      " + fb + " fb[" + std::to_string(sh.ftn) + "];\n";
+    s += "      [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) coopMatLoadNV(fb[j], smB, " + boff + ");\n";
+    if (c.lean) {
+      s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) {\n";
+      s += "        " + fa + " fa; coopMatLoadNV(fa, smA, " + aoff + ");\n";
+      s += "        [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) acc[i * " + u(sh.ftn) +
+           " + j] = coopMatMulAddNV(fa, fb[j], acc[i * " + u(sh.ftn) + " + j]);\n";
+      s += "      }\n";
+    } else {
+      s += "      " + fa + " fa[" + std::to_string(sh.ftm) + "];\n";
+      s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) coopMatLoadNV(fa[i], smA, " + aoff + ");\n";
+      s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) [[unroll]] for (uint j = 0u; j < " +
+           u(sh.ftn) + "; ++j) acc[i * " + u(sh.ftn) + " + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * " +
+           u(sh.ftn) + " + j]);\n";
+    }
     s += "    }\n";
-    s += "    barrier();\n";
+    const uint32_t nxt = (sub + 1) % D;
+    if (c.stages == 2) {
+      s += "    if (kt + 1u < nk) {\n";
+      store(nxt, "nA + ", "nB + ", "      ");
+      s += "    }\n";
+      s += "    barrier();\n";
+    } else {
+      s += "    barrier();\n";
+      s += "    if (kt + 1u < nk) {\n";
+      store(nxt, "", "", "      ");
+      s += "    }\n";
+      s += "    barrier();\n";
+    }
+    s += "   }\n";
   }
   s += "  }\n";
   s += "  [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) +

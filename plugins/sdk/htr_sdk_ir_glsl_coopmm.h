@@ -22,9 +22,11 @@
  * workgroup-memory pipeline: the next step's A/B tiles are loaded with
  * 16-byte global loads (32-bit element indices from one base address) into
  * registers while the fragments multiply the current stage, then stored to
- * the other stage; one barrier per step. Fragments are loaded from workgroup
- * memory with coopMatLoadNV (rows padded by 8 halves against bank
- * conflicts), the epilogue converts each accumulator to f16 and stores it
+ * the other stage; one barrier per step. With depth D > 1 the loads of step
+ * k + D are issued at step k into one of D register sets (the k loop is
+ * unrolled D times), so each load has D steps of MMAs to arrive in.
+ * Fragments are loaded from workgroup memory with coopMatLoadNV (rows
+ * padded by 8 halves against bank conflicts), the epilogue converts each accumulator to f16 and stores it
  * with coopMatStoreNV straight to C.
  *
  * Arguments: the same push-constant layout as the DSL matmul
@@ -50,10 +52,12 @@ struct CoopMmConfig {
   uint32_t subgroup = 32;                // subgroup size
   uint32_t cm = 16, cn = 16, ck = 16;    // cooperative shape (f16 x f16 + f32)
   uint32_t stages = 2;                   // 1: single buffer (two barriers per step), 2: double
+  uint32_t depth = 1;                    // k steps in flight in register sets (1..4)
   uint32_t group_m = 0;                  // workgroups walk tiles in bands of group_m tile rows; 0: row by row
                                          // (H200, 8192^3: 0 67.8, 8 58.0, 16 35.1 TFLOP/s: bands did not help)
   bool trans_a = false;                  // A given as [K, M] row-major (stride_am = 1)
   bool trans_b = false;                  // B given as [N, K] row-major (stride_bk = 1)
+  bool col_order = false;                // tiles walked column by column (group_m == 0 only)
   bool lean = false;                     // A fragments loaded one at a time (fewer live registers)
 };
 

@@ -20,27 +20,33 @@ bool coopmm_config(const htr_plugin_device_t* d, bool trans_a, bool trans_b, htr
   const PhysInfo& info = *d->info;
   const htr_sdk::ir::GlslOptions go = glsl_options(info);
   if (go.coopmat_m != 16 || go.coopmat_n != 16 || go.coopmat_k != 16 || go.subgroup_size != 32) return false;
-  htr_sdk::ir::CoopMmConfig t;  // default tile: see plugins/vulkan/README.md (H200 sweep)
+  // Default: 128x128x32 over 256 invocations, two stages, prefetch depth 3 (plugins/vulkan/README.md,
+  // H200 sweep of session 7: the best reading, 168 TFLOP/s at 8192).
+  htr_sdk::ir::CoopMmConfig t;
+  t.depth = 3;
+  std::string opts;
   if (const char* e = std::getenv("HTR_VK_COOPMM")) {
     if (std::strcmp(e, "0") == 0) return false;
-    unsigned bm = 0, bn = 0, bk = 0, w = 0, st = 2;
-    const int n = std::sscanf(e, "%ux%ux%ux%ux%u", &bm, &bn, &bk, &w, &st);
+    unsigned bm = 0, bn = 0, bk = 0, w = 0, st = 2, dp = 1;
+    const int n = std::sscanf(e, "%ux%ux%ux%ux%ux%u", &bm, &bn, &bk, &w, &st, &dp);
     if (n >= 4) {
       t.bm = bm;
       t.bn = bn;
       t.bk = bk;
       t.workgroup = w;
       t.stages = st;
+      t.depth = n >= 6 ? dp : 1;
     }
+    if (const char* comma = std::strchr(e, ',')) opts = comma + 1;  // "TILE,OPT..." (one variable per sweep value)
   }
-  bool trans_ok = false;
-  if (const char* e = std::getenv("HTR_VK_COOPMM_OPT")) {
-    t.lean = std::strstr(e, "lean") != nullptr;
-    trans_ok = std::strstr(e, "trans") != nullptr;
-    if (const char* g = std::strstr(e, "group=")) t.group_m = static_cast<uint32_t>(std::strtoul(g + 6, nullptr, 10));
-  }
-  // Transposed operands: rendered, compiled and validated here, but not yet run on a device with
-  // cooperative matrices (plugins/vulkan/README.md): only with HTR_VK_COOPMM_OPT=trans until then.
+  if (const char* e = std::getenv("HTR_VK_COOPMM_OPT")) opts += std::string(",") + e;
+  // Transposed operands: on since session 7 (the H200 passed "f16 library matmul on interior tiles
+  // with transposes" on this path); `notrans` keeps them on the DSL kernel.
+  const bool trans_ok = opts.find("notrans") == std::string::npos;
+  t.lean = opts.find("lean") != std::string::npos;
+  t.col_order = opts.find("col") != std::string::npos;
+  const size_t g = opts.find("group=");
+  if (g != std::string::npos) t.group_m = static_cast<uint32_t>(std::strtoul(opts.c_str() + g + 6, nullptr, 10));
   if ((trans_a || trans_b) && !trans_ok) return false;
   t.subgroup = 32;
   t.trans_a = trans_a;
@@ -58,7 +64,8 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
   const auto t0 = std::chrono::steady_clock::now();
   const std::string key = "coopmm/" + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" + std::to_string(c.bk) +
                           "x" + std::to_string(c.workgroup) + "x" + std::to_string(c.stages) + (c.trans_a ? "/ta" : "") +
-                          (c.trans_b ? "/tb" : "") + (c.lean ? "/lean" : "") + "/g" + std::to_string(c.group_m);
+                          (c.trans_b ? "/tb" : "") + "/d" + std::to_string(c.depth) +
+                          (c.lean ? "/lean" : "") + (c.col_order ? "/col" : "") + "/g" + std::to_string(c.group_m);
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {

@@ -6,12 +6,14 @@
  * (M, N, K multiples of the tile, row-major unit strides, 16-byte aligned).
  * Everything else keeps the DSL kernel (vk_ops.cc).
  *
- * Tile: HTR_VK_COOPMM=BMxBNxBKxW[xSTAGES] (0: off), else the device default
- * (coopmm_config); HTR_VK_COOPMM_OPT=lean,group=N for sweeps (A fragments one
- * at a time; bands of N tile rows, 0 = row by row), and `trans` to let
- * transposed operands (A as [K,M], B as [N,K]) take it: off by default until
- * that path has run on a device (tests/vulkan: "f16 library matmul on
- * interior tiles with transposes"). Kernels are compiled once per tile and cached in the
+ * Tile: HTR_VK_COOPMM=BMxBNxBKxW[xSTAGES[xDEPTH]][,OPT...] (0: off), else the
+ * device default (coopmm_config; DEPTH: k steps in flight in registers);
+ * HTR_VK_COOPMM_OPT (or OPT after the tile) = lean,group=N,col for sweeps (A
+ * fragments one at a time; bands of N tile rows, 0 = row by row; tiles
+ * column by column), and `notrans` to keep transposed operands (A as [K,M],
+ * B as [N,K]) off it (on by default since the H200 passed tests/vulkan's "f16
+ * library matmul on interior tiles with transposes" on this path, session 7).
+ * Default: 128x128x32 over 256, two stages, depth 3. Kernels are compiled once per tile and cached in the
  * device's op_kernels (released with them).
  */
 #ifndef HTR_VK_MATMUL_COOP_H_

@@ -137,8 +137,10 @@ void expect(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_t dt, uint32_t W, b
 // The hand-scheduled f16 library matmul (htr_sdk_ir_glsl_coopmm.h): renders, compiles and validates
 // for every tile the plugin may pick; refuses what does not divide or fit.
 void expect_coopmm(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t W, uint32_t stages, bool want, bool ta = false,
-                   bool tb = false, bool lean = false) {
+                   bool tb = false, bool lean = false, uint32_t depth = 1, bool col = false) {
   htr_sdk::ir::CoopMmConfig c;
+  c.depth = depth;
+  c.col_order = col;
   c.trans_a = ta;
   c.trans_b = tb;
   c.lean = lean;
@@ -150,7 +152,8 @@ void expect_coopmm(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t W, uint32_t s
   const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(c, 49152);
   const std::string name = "coopmm " + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
                            "/" + std::to_string(W) + " stages " + std::to_string(stages) +
-                           (ta ? " A^T" : "") + (tb ? " B^T" : "") + (lean ? " lean" : "");
+                           (ta ? " A^T" : "") + (tb ? " B^T" : "") + (lean ? " lean" : "") +
+                           " depth " + std::to_string(depth) + (col ? " column order" : "");
   check(sh.source.empty() != want, name + (want ? ": renders" : ": refused (" + sh.why + ")"));
   if (sh.source.empty()) return;
   if (std::getenv("HTR_TEST_DUMP_GLSL") != nullptr) std::printf("%s\n", sh.source.c_str());
@@ -209,6 +212,27 @@ int main() {
     const std::string src = htr_sdk::ir::render_coopmm(c, 49152).source;
     const std::string err = compile(src, "coopmm");
     check(src.find("band = 8u * gx") != std::string::npos && err.empty(), "coopmm bands of 8 tile rows: renders, compiles " + err);
+  }
+  // prefetch depth (k steps in flight in register sets; the k loop unrolled that many times)
+  for (uint32_t depth = 2; depth <= 3; ++depth) {
+    expect_coopmm(128, 128, 32, 256, 2, true, false, false, false, depth);
+    expect_coopmm(64, 64, 32, 128, 2, true, false, false, false, depth);
+    expect_coopmm(128, 128, 32, 256, 2, true, true, true, false, depth, true);
+    expect_coopmm(128, 128, 64, 256, 1, true, false, false, false, depth);  // one stage, 128-byte rows
+  }
+  expect_coopmm(128, 128, 32, 256, 2, false, false, false, false, 5);  // beyond 4
+  {
+    htr_sdk::ir::CoopMmConfig c;  // depth 3: three register sets, step kt + 3 loaded, set (kt + 1) % 3 stored
+    c.depth = 3;
+    const std::string src = htr_sdk::ir::render_coopmm(c, 49152).source;
+    check(src.find("uvec4 ra2[2], rb2[2];") != std::string::npos && src.find("k0 += 3u") != std::string::npos &&
+              src.find("if (k0 + 2u < nk)") != std::string::npos && src.find("ra2[t] = pa.v[gA[t] + (kt + 3u) * stepA]") != std::string::npos &&
+              src.find("smA[nA + sA[t]] = ra0[t]") != std::string::npos,
+          "coopmm depth 3: register sets, unrolled k loop, loads three steps ahead");
+    c.depth = 1;
+    c.col_order = true;
+    check(render_coopmm(c, 49152).source.find("tm = pid % gy, tn = pid / gy") != std::string::npos,
+          "coopmm column-major tile order");
   }
   expect_coopmm(256, 256, 64, 256, 2, false);  // workgroup memory
   expect_coopmm(100, 128, 32, 256, 2, false);  // does not divide

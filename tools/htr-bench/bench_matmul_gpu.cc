@@ -9,7 +9,9 @@
 //   pytorch    torch.matmul on the device (cuBLAS on cuda), run by
 //              --python in the same invocation, same shapes and dtype,
 //              same timing rule.
-// Timing: --warmup runs, then --reps back-to-back runs on one stream and one
+// Timing: --warmup runs and more until --warmup-ms of wall time have passed
+// (GPU clocks up again after host-side pauses; PyTorch likewise), then --reps
+// back-to-back runs on one stream and one
 // synchronization; TFLOP/s = 2 n^3 reps / wall time. Ratio lines: library /
 // pytorch at --size and at every --dsl-sizes n; dsl / pytorch and dsl /
 // library at every n. The DSL and library results are compared (NMSE,
@@ -17,8 +19,11 @@
 // loudly.
 //
 //   htr-bench matmul-gpu [--device cuda:0] [--size 8192] [--dtype bf16] [--reps 20]
-//                        [--warmup 3] [--dsl-sizes 8192,4096 (0: off)] [--dsl-tile 128x256x64]
-//                        [--python python3]
+//                        [--warmup 3] [--warmup-ms 300] [--dsl-sizes 8192,4096 (0: off)] [--dsl-tile 128x256x64]
+//                        [--python python3] [--trans-a 0|1] [--trans-b 0|1]
+// --trans-a / --trans-b: the library op reads A / B as stored transposed
+// (A as [K, M], B as [N, K]; layout sweeps, no DSL comparison: needs
+// --dsl-sizes 0); PyTorch stays A B.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -55,12 +60,29 @@ struct Options {
   std::vector<int64_t> dsl_sizes = {8192, 4096};
   std::string dsl_tile;  // "BMxBNxBK"; empty: MatmulConfigForGpu
   std::string python = "python3";
+  int trans_a = 0, trans_b = 0;  // library op only: A / B stored transposed (square, same data)
+  std::string sweep_env;           // --sweep-env NAME: the library op once per value of NAME
+  std::vector<std::string> sweep_values;
+  std::vector<int64_t> sweep_sizes;
 };
+
+std::vector<std::string> SplitList(const std::string& v, char sep) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (p <= v.size()) {
+    const size_t q = v.find(sep, p);
+    out.push_back(v.substr(p, q == std::string::npos ? std::string::npos : q - p));
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  return out;
+}
 
 // Prints one JSON line per size in argv[1] (comma-separated).
 const char* kPeer = R"PY(
 import json, sys, time, torch
 sizes, dt, reps, warm = [int(x) for x in sys.argv[1].split(",")], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+warm_s = int(sys.argv[5]) / 1000.0 if len(sys.argv) > 5 else 0.0
 dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[dt]
 torch.backends.cuda.matmul.allow_tf32 = False
 g = torch.Generator(device="cuda").manual_seed(0)
@@ -69,6 +91,10 @@ for n in sizes:
     b = torch.rand(n, n, device="cuda", dtype=dtype, generator=g) * 2 - 1
     for _ in range(warm): c = a @ b
     torch.cuda.synchronize()
+    t = time.perf_counter()
+    while time.perf_counter() - t < warm_s:
+        c = a @ b
+        torch.cuda.synchronize()
     t = time.perf_counter()
     for _ in range(reps): c = a @ b
     torch.cuda.synchronize()
@@ -141,12 +167,25 @@ std::string Make(htr_device_t* dev, htr_dtype_t dt, int64_t n, Mats* m) {
   return {};
 }
 
-// Runs `fn` warmup + reps times on `st`; seconds per run.
+// Warm-up by time (--warmup-ms): after host-side pauses (input generation, kernel compiles, NMSE
+// on the host) an H200 idles at 345 MHz and a few milliseconds of runs are measured before its
+// clocks are back up. Measured (session 7, vulkan f16 4096/8192): one kernel timed at 34, 45 and
+// 159 TFLOP/s in one process depending on the pause before it. So every timing first runs `fn`
+// until warmup_ms of wall time have passed (and at least `warmup` times); the PyTorch peer does
+// the same.
+int g_warmup_ms = 300;
+
+// Runs `fn` warmup (+ until g_warmup_ms) + reps times on `st`; seconds per run.
 template <class F>
 std::string Time(htr_stream_t* st, int warmup, int reps, F&& fn, double* sec) {
-  for (int i = 0; i < warmup; ++i)
+  const auto w0 = Clock::now();
+  for (int i = 0;; ++i) {
+    if (i >= warmup) {
+      if (htr_status_t s = htr_stream_synchronize(st)) return Take(s);
+      if (std::chrono::duration<double, std::milli>(Clock::now() - w0).count() >= g_warmup_ms) break;
+    }
     if (htr_status_t s = fn()) return Take(s);
-  if (htr_status_t s = htr_stream_synchronize(st)) return Take(s);
+  }
   const auto t0 = Clock::now();
   for (int i = 0; i < reps; ++i)
     if (htr_status_t s = fn()) return Take(s);
@@ -200,7 +239,16 @@ std::vector<int64_t> ParseSizes(const std::string& v) {
 
 // The library op on `m` (C = A B), seconds per run.
 std::string TimeLibrary(htr_stream_t* st, const Options& o, Mats* m, double* sec) {
-  return Time(st, o.warmup, o.reps, [&] { return htr_op_run(st, "matmul", m->t, 2, &m->t[2], 1, nullptr, 0); }, sec);
+  htr_attr_t at[2] = {};
+  at[0].name = "trans_a";
+  at[0].kind = HTR_ATTR_INT;
+  at[0].i = o.trans_a;
+  at[1].name = "trans_b";
+  at[1].kind = HTR_ATTR_INT;
+  at[1].i = o.trans_b;
+  const uint32_t nat = (o.trans_a || o.trans_b) ? 2u : 0u;
+  return Time(st, o.warmup, o.reps,
+              [&] { return htr_op_run(st, "matmul", m->t, 2, &m->t[2], 1, nat ? at : nullptr, nat); }, sec);
 }
 
 // NMSE of x against ref (n x n); a failed copy gives NaN (the bench fails).
@@ -221,6 +269,60 @@ double Nmse(htr_dtype_t dt, int64_t n, htr_tensor_t* x, htr_tensor_t* ref) {
   return den > 0 ? num / den : num;
 }
 
+// --sweep-env: for each sweep size, the library op timed once per value of the environment variable
+// (set in this process before the op runs: plugins read their tuning variables per call), one line
+// each with "env" and, from the second value on, "nmse_vs_first" (the output against the first
+// value's: a variant that computes something else fails the bench). The variable is restored after.
+template <class Flop>
+bool Sweep(htr_stream_t* st, htr_device_t* dev, const Options& o, Flop flop, const std::string& label) {
+  const char* old = std::getenv(o.sweep_env.c_str());
+  const std::string saved = old ? old : "";
+  bool ok = true;
+  for (const int64_t n : o.sweep_sizes.empty() ? std::vector<int64_t>{o.size} : o.sweep_sizes) {
+    Mats m, first;
+    std::string e = Make(dev, o.dtype, n, &m);
+    if (e.empty()) e = Make(dev, o.dtype, n, &first);
+    for (size_t i = 0; e.empty() && i < o.sweep_values.size(); ++i) {
+      setenv(o.sweep_env.c_str(), o.sweep_values[i].c_str(), 1);
+      if (i > 0) {  // C = all-ones bytes (NaN in every dtype): a variant that writes nothing fails the NMSE
+        const std::vector<uint8_t> nan(static_cast<size_t>(n * n) * htr_dtype_size(o.dtype), 0xff);
+        if (htr_status_t s = htr_tensor_copy_from_host(m.t[2], nan.data(), nan.size(), nullptr)) {
+          e = "copy_from_host: " + Take(s);
+          break;
+        }
+      }
+      double sec = 0;
+      const std::string ve = TimeLibrary(st, o, i == 0 ? &first : &m, &sec);
+      if (!ve.empty()) {  // this value fails (e.g. a tile the driver refuses); the next may not
+        std::fprintf(stderr, "htr-bench matmul-gpu: %s=%s at %lld: %s\n", o.sweep_env.c_str(),
+                     o.sweep_values[i].c_str(), static_cast<long long>(n), ve.c_str());
+        ok = false;
+        if (i == 0) e = ve;  // no reference output
+        continue;
+      }
+      nlohmann::json extra = {{"env", o.sweep_env + "=" + o.sweep_values[i]}};
+      if (i > 0) {
+        // m and first hold the same A and B (Make's fixed seeds)
+        const double nmse = Nmse(o.dtype, n, m.t[2], first.t[2]);
+        extra["nmse_vs_first"] = nmse;
+        if (!(nmse < 1e-6)) {
+          std::fprintf(stderr, "htr-bench matmul-gpu: %s=%s differs from %s=%s: NMSE %g\n", o.sweep_env.c_str(),
+                       o.sweep_values[i].c_str(), o.sweep_env.c_str(), o.sweep_values[0].c_str(), nmse);
+          ok = false;
+        }
+      }
+      Out(o, label, n, flop(n) / sec / 1e12, o.reps, extra);
+    }
+    if (!e.empty()) {
+      std::fprintf(stderr, "htr-bench matmul-gpu: sweep at %lld: %s\n", static_cast<long long>(n), e.c_str());
+      ok = false;
+    }
+  }
+  if (old) setenv(o.sweep_env.c_str(), saved.c_str(), 1);
+  else unsetenv(o.sweep_env.c_str());
+  return ok;
+}
+
 int RunMatmulGpu(const Args& args) {
   Options o;
   const auto& v = args.items;
@@ -231,20 +333,27 @@ int RunMatmulGpu(const Args& args) {
     else if (v[i] == "--dtype" && has) o.dtype = htr_dtype_from_name(v[++i].c_str());
     else if (v[i] == "--reps" && has) o.reps = std::atoi(v[++i].c_str());
     else if (v[i] == "--warmup" && has) o.warmup = std::atoi(v[++i].c_str());
+    else if (v[i] == "--warmup-ms" && has) g_warmup_ms = std::atoi(v[++i].c_str());
     else if ((v[i] == "--dsl-sizes" || v[i] == "--dsl-size") && has) o.dsl_sizes = ParseSizes(v[++i]);
     else if (v[i] == "--dsl-tile" && has) o.dsl_tile = v[++i];
     else if (v[i] == "--python" && has) o.python = v[++i];
+    else if (v[i] == "--trans-a" && has) o.trans_a = std::atoi(v[++i].c_str()) != 0;
+    else if (v[i] == "--trans-b" && has) o.trans_b = std::atoi(v[++i].c_str()) != 0;
+    else if (v[i] == "--sweep-env" && has) o.sweep_env = v[++i];
+    else if (v[i] == "--sweep-values" && has) o.sweep_values = SplitList(v[++i], ';');
+    else if (v[i] == "--sweep-sizes" && has) o.sweep_sizes = ParseSizes(v[++i]);
     else {
       std::fprintf(stderr,
                    "usage: htr-bench matmul-gpu [--device cuda:0] [--size N] [--dtype bf16|f16|f32] [--reps N]\n"
-                   "                            [--warmup N] [--dsl-sizes N,N (0: off)] [--dsl-tile BMxBNxBK]\n"
-                   "                            [--python python3]\n");
+                   "                            [--warmup N] [--warmup-ms MS] [--dsl-sizes N,N (0: off)] [--dsl-tile BMxBNxBK]\n"
+                   "                            [--python python3] [--trans-a 0|1] [--trans-b 0|1]\n"
+                   "                            [--sweep-env NAME --sweep-values 'V1;V2;..' [--sweep-sizes N,N]]\n");
       return 2;
     }
   }
   unsigned tbm = 0, tbn = 0, tbk = 0;
   if (!o.dsl_tile.empty() && std::sscanf(o.dsl_tile.c_str(), "%ux%ux%u", &tbm, &tbn, &tbk) != 3) o.size = 0;
-  if (o.size <= 0 || o.reps <= 0 ||
+  if (o.size <= 0 || o.reps <= 0 || ((o.trans_a || o.trans_b) && !o.dsl_sizes.empty()) ||
       (o.dtype != HTR_DTYPE_BF16 && o.dtype != HTR_DTYPE_F16 && o.dtype != HTR_DTYPE_F32)) {
     std::fprintf(stderr, "htr-bench matmul-gpu: bad options\n");
     return 2;
@@ -284,6 +393,10 @@ int RunMatmulGpu(const Args& args) {
     }
     if (htr_status_t s = htr_stream_create(dev, &st)) {
       fail("stream: " + Take(s));
+      break;
+    }
+    if (!o.sweep_env.empty() && !Sweep(st, dev, o, flop, lib_label)) {
+      rc = 1;
       break;
     }
     {
@@ -377,7 +490,8 @@ int RunMatmulGpu(const Args& args) {
     std::string sizes;
     for (const auto& kv : lib) sizes += (sizes.empty() ? "" : ",") + std::to_string(kv.first);
     const std::string cmd = o.python + " -c '" + kPeer + "' " + sizes + " " + htr_dtype_name(o.dtype) + " " +
-                            std::to_string(o.reps) + " " + std::to_string(o.warmup);
+                            std::to_string(o.reps) + " " + std::to_string(o.warmup) + " " +
+                            std::to_string(g_warmup_ms);
     if (std::FILE* p = popen(cmd.c_str(), "r")) {
       char buf[512] = {};
       std::string outp;
