@@ -13,7 +13,12 @@
 //    producing the parameter's shape), operands/results of the loss, global_norm and optimizer
 //    ops, and every value computed from an optimizer op's results. Shape ops (reshape, transpose, slice, concat, broadcast_to,
 //    pad_slice) move lowp bytes without widening;
-//  - states (fp32 master weights, optimizer moments) and inputs are never changed.
+//  - states (fp32 master weights, optimizer moments) and inputs are never changed;
+//  - a bias added to a matmul's result (an add whose other operand is, through shape ops, a rank-1
+//    state) meets the lowp-rounded product and the sum is rounded again, so a bias below half a lowp
+//    ulp of the product is lost (PyTorch's addmm under autocast rounds once, after the bias: the
+//    bf16 drift of issue 9). HTR_LOWP_BIAS=f32 runs those matmuls on lowp-rounded operands with an
+//    f32 product instead (one rounding, PyTorch's numbers; on a GPU without the tensor cores).
 // The pass rewrites a copy of the graph; the caller's graph is untouched. Ownership: plain values.
 // Executables run it in the host and the device execution mode (executable.cc; not staged). In the
 // device mode every matmul is native lowp (the plugin's library op, else the DSL matmul on lowp
