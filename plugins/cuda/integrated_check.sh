@@ -14,6 +14,7 @@
 #   conform    htr-conform on the cuda plugin
 #   attention  htr-bench-gpu attention-gpu (B8 H12 T1024 D64 and T4096 D128, bf16, causal) with
 #              PyTorch SDPA in the same run
+#   rows       htr-bench-gpu rows-gpu: gpt2's elementwise/row kernels (GB/s) with PyTorch eager
 #   matmul     htr-bench-gpu matmul-gpu bf16 8192^3 (cuBLASLt and the DSL) with PyTorch
 #   vulkan     the Vulkan loader from .gl; matmul-gpu on vulkan:0 (f16 cooperative matrices, f32;
 #              4096 and 8192) with PyTorch, htr-conform on the vulkan plugin
@@ -93,6 +94,10 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
         > "$OUT/attention-$s.jsonl" 2> "$OUT/attention-$s.err"; echo "attention $s rc=$?"
       grep -E '"ratio"|_ms"|bytes' "$OUT/attention-$s.jsonl" | short; tail -2 "$OUT/attention-$s.err"
     done
+    ;;
+  rows)
+    timeout ${ROWS_TIMEOUT:-90} "$D/bin/htr-bench-gpu" rows-gpu --device cuda:0 --python "$PY" > "$OUT/rows.jsonl" 2> "$OUT/rows.err"
+    echo "rows rc=$?"; cat "$OUT/rows.jsonl"; tail -3 "$OUT/rows.err"
     ;;
   matmul)
     timeout 100 "$D/bin/htr-bench-gpu" matmul-gpu --size 8192 --dtype bf16 --dsl-sizes 8192 --python "$PY" 2>&1 |
