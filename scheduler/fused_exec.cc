@@ -71,7 +71,10 @@ bool ReadDecision(const std::string& path, bool* fused, std::string* note) {
   return true;
 }
 
-// Best effort: a failure to write only costs a re-tune in the next process.
+// Best effort: a failure to write only costs a re-tune in the next process. An existing
+// decision is never replaced (link(2) fails on an existing name): the first process to measure
+// a group decides it for every later one, so two runs of a program execute the same kernels and
+// reproduce each other bit for bit (fused and unfused can round differently).
 void WriteDecision(const std::string& dir, const std::string& path, bool fused, const std::string& note) {
   std::string cur;
   for (size_t i = 0; i <= dir.size(); ++i) {
@@ -84,7 +87,7 @@ void WriteDecision(const std::string& dir, const std::string& path, bool fused, 
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return;
   const bool ok = std::fprintf(f, "%s %s\n", fused ? "fused" : "unfused", note.c_str()) > 0;
-  if (std::fclose(f) == 0 && ok && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  if (std::fclose(f) == 0 && ok) (void)::link(tmp.c_str(), path.c_str());
   std::remove(tmp.c_str());
 }
 
@@ -189,7 +192,17 @@ bool FusedExec::Compile(const FusedGroup& g, std::string* why) {
     if (path.empty() || !ReadDecision(path, &faster, &note)) {
       faster = FusedIsFaster(g, &note);
       // Only measured decisions are recorded; "not timed" is retried by the next process.
-      if (!path.empty() && note.rfind("not timed", 0) != 0) WriteDecision(dir, path, faster, note);
+      if (!path.empty() && note.rfind("not timed", 0) != 0) {
+        WriteDecision(dir, path, faster, note);
+        // A process that measured the group at the same time may have stored it first: use
+        // the stored decision, as every later process will.
+        bool stored = faster;
+        std::string stored_note;
+        if (ReadDecision(path, &stored, &stored_note) && stored != faster) {
+          faster = stored;
+          note = stored_note + " (stored by an earlier process)";
+        }
+      }
     }
     HTR_LOG_INFO_("fusion auto-tune: {}: {} -> {}", g.name, note, faster ? "fused" : "unfused");
     it = tuned_.emplace(key, std::make_pair(faster, note)).first;

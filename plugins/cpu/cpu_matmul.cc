@@ -8,6 +8,7 @@
 #include "cpu_pool.h"
 
 #include "htr_sdk_args.h"
+#include "htr_sdk_decision.h"
 #include "htr_sdk_dtype.h"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace htr_cpu {
@@ -196,8 +198,8 @@ int64_t batch_offset(const MatmulPlan& p, const int64_t* bstride, int64_t linear
 
 // ------------------------------------------------------------------ engine
 
-MatmulEngine::MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool)
-    : host_(host), pool_(pool) {
+MatmulEngine::MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool, std::string tune_dir)
+    : host_(host), pool_(pool), tune_dir_(std::move(tune_dir)) {
   if (OpenBlasMatmul::built()) {
     openblas_ = std::make_unique<OpenBlasMatmul>(1);
   }
@@ -341,6 +343,44 @@ htr_sdk::WorkError MatmulEngine::tune(const MatmulPlan& p, const MatmulArgs& arg
   return {};
 }
 
+htr_sdk::WorkError MatmulEngine::stored_or_tuned(const MatmulPlan& p, const MatmulArgs& args,
+                                                 MatmulImpl* out) {
+  if (tune_dir_.empty()) {
+    return tune(p, args, out);
+  }
+  // The file is named by the backends (versions, threads, ISA) and the shape's key, so a
+  // decision measured with other backends or another thread count is never reused.
+  const Key k = key_of(p);
+  const std::string key = "matmul-v1|" + backends_description() + "|" +
+                          std::to_string(std::get<0>(k)) + "," + std::to_string(std::get<1>(k)) +
+                          "," + std::to_string(std::get<2>(k)) + "," +
+                          std::to_string(std::get<3>(k)) + std::to_string(std::get<4>(k)) +
+                          std::to_string(std::get<5>(k)) + "," + std::to_string(std::get<6>(k)) +
+                          "," + std::to_string(std::get<7>(k));
+  const std::string path = tune_dir_ + "/" + htr_sdk::decision_hash(key);
+  std::string line;
+  MatmulImpl impl = MatmulImpl::kAuto;
+  if (htr_sdk::decision_read(path, &line) && matmul_impl_parse(line.c_str(), &impl) &&
+      impl != MatmulImpl::kAuto) {
+    *out = impl;
+    return {};
+  }
+  htr_sdk::WorkError e = tune(p, args, &impl);
+  if (!e.ok()) {
+    return e;
+  }
+  line = htr_sdk::decision_settle(tune_dir_, path, matmul_impl_name(impl));
+  MatmulImpl stored = MatmulImpl::kAuto;
+  if (matmul_impl_parse(line.c_str(), &stored) && stored != MatmulImpl::kAuto && stored != impl) {
+    host_.log(HTR_LOG_INFO, "matmul auto m=%lld n=%lld k=%lld: %s stored by an earlier process is kept",
+              static_cast<long long>(p.m), static_cast<long long>(p.n), static_cast<long long>(p.k),
+              matmul_impl_name(stored));
+    impl = stored;
+  }
+  *out = impl;
+  return {};
+}
+
 htr_sdk::WorkError MatmulEngine::choose(const MatmulPlan& p, const MatmulArgs& args,
                                         MatmulImpl* out) {
   MatmulImpl impl = p.impl;
@@ -350,7 +390,7 @@ htr_sdk::WorkError MatmulEngine::choose(const MatmulPlan& p, const MatmulArgs& a
     } else {
       impl = cached_choice(p);
       if (impl == MatmulImpl::kAuto) {
-        htr_sdk::WorkError e = tune(p, args, &impl);
+        htr_sdk::WorkError e = stored_or_tuned(p, args, &impl);
         if (!e.ok()) {
           return e;
         }

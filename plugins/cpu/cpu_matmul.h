@@ -41,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -98,8 +99,11 @@ class ThreadPool;
 class MatmulEngine {
  public:
   /* `host` and `pool` outlive the engine; `pool` may be NULL (everything
-   * runs on the calling thread). */
-  MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool);
+   * runs on the calling thread). `tune_dir`: where `auto`'s per-shape choices
+   * are stored for every later process of the machine (htr_sdk_decision.h:
+   * the first process to measure a shape decides it, so runs reproduce each
+   * other bit for bit); empty keeps them in this engine only. */
+  MatmulEngine(const htr_sdk::Host& host, ThreadPool* pool, std::string tune_dir = std::string());
   ~MatmulEngine();
   MatmulEngine(const MatmulEngine&) = delete;
   MatmulEngine& operator=(const MatmulEngine&) = delete;
@@ -119,6 +123,8 @@ class MatmulEngine {
   htr_sdk::WorkError run_impl(MatmulImpl impl, const MatmulPlan& p, const MatmulArgs& args,
                               uint32_t slot);
   htr_sdk::WorkError tune(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);
+  /* The stored decision for the plan's key, or tune() and store it. */
+  htr_sdk::WorkError stored_or_tuned(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);
   /* Resolves `auto` for plan `p` (tuning on first use). */
   htr_sdk::WorkError choose(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);
   uint32_t workers() const;
@@ -130,6 +136,7 @@ class MatmulEngine {
   std::mutex exec_mu_;          // one matmul at a time
   mutable std::mutex cache_mu_;  // guards choices_
   std::map<Key, MatmulImpl> choices_;
+  std::string tune_dir_;
 };
 
 }  // namespace htr_cpu

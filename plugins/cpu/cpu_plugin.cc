@@ -78,7 +78,8 @@ htr_status_t init(const htr_host_api_t* host, htr_plugin_ctx_t** out_ctx) {
       }
       ctx->pool = std::make_unique<ThreadPool>(ctx->topo, ctx->host, ctx->config.threads,
                                                ctx->config.pin);
-      ctx->matmul = std::make_unique<MatmulEngine>(ctx->host, ctx->pool.get());
+      ctx->matmul = std::make_unique<MatmulEngine>(ctx->host, ctx->pool.get(),
+                                                   ctx->config.cache_dir + "/matmul-tune");
       ctx->jit = std::make_unique<Jit>(ctx->host, ctx->config.cc, ctx->config.cache_dir);
       h.log(HTR_LOG_INFO, "%s; %u pool threads; %s", ctx->topo.description().c_str(),
             ctx->config.threads, ctx->matmul->backends_description().c_str());

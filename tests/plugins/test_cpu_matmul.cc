@@ -15,8 +15,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <dirent.h>
+#include <unistd.h>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 using plugtest::Loaded;
@@ -139,6 +144,7 @@ struct Case {
 struct Result {
   double nmse = 0, max_rel = 0;
   bool finite = true;
+  std::vector<double> values;  // C's elements, in row-major order
 };
 
 Result run_case(Loaded& l, const Case& c) {
@@ -225,6 +231,7 @@ Result run_case(Loaded& l, const Case& c) {
   double num = 0, den = 0, sq = 0;
   for (int64_t i = 0; i < C.numel(); ++i) {
     const double v = C.get(C.elem(i));
+    r.values.push_back(v);
     const double e = v - ref[static_cast<size_t>(i)];
     r.finite = r.finite && std::isfinite(v);
     num += e * e;
@@ -433,4 +440,93 @@ TEST_CASE("cpu matmul: argument errors", "[plugins][matmul]") {
   REQUIRE_CODE(l.api->op_query(l.dev, &desc, &score), HTR_STATUS_INVALID_ARGUMENT);
   REQUIRE_CODE(l.api->op_query(l.dev, nullptr, &score), HTR_STATUS_INVALID_ARGUMENT);
   l.sync();
+}
+
+namespace {
+
+// The files in `dir` (not . and ..), by name.
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") out.push_back(n);
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+// `auto` times OpenBLAS against oneDNN per shape. The two round differently, so a choice
+// made afresh in each process made two runs of one program differ (train-resume caught it
+// on an AMD EPYC). The choice is stored under HTR_CACHE_DIR/cpu/matmul-tune and the stored
+// one is used by every later process, whatever its own timing would say.
+TEST_CASE("cpu matmul: auto's per-shape choice is stored and reused by later loads",
+          "[plugins][matmul]") {
+  if (!have_cpu()) {
+    return;
+  }
+  char tmpl[] = "/tmp/htr-matmul-tune-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string cache = tmpl;
+  const char* old_cache = std::getenv("HTR_CACHE_DIR");
+  const std::string saved = old_cache ? old_cache : "";
+  const bool forced = std::getenv("HTR_CPU_MATMUL_IMPL") != nullptr;
+  if (forced) {
+    WARN("HTR_CPU_MATMUL_IMPL is set: auto is not exercised");
+    return;
+  }
+  ::setenv("HTR_CACHE_DIR", cache.c_str(), 1);
+  const std::string dir = cache + "/cpu/matmul-tune";
+  Case c;
+  c.m = 48;
+  c.n = 40;
+  c.k = 300;
+  std::vector<double> by_openblas, by_onednn;
+  std::string first;
+  {
+    Loaded l(HTR_TEST_CPU_PLUGIN);
+    REQUIRE(l.ok());
+    c.impl = "openblas";
+    by_openblas = run_case(l, c).values;
+    c.impl = "onednn";
+    by_onednn = run_case(l, c).values;
+    // The test needs two distinguishable results; k = 300 gives different roundings.
+    REQUIRE(by_openblas != by_onednn);
+    c.impl = "auto";
+    const std::vector<double> got = run_case(l, c).values;
+    const std::vector<std::string> files = list_dir(dir);
+    REQUIRE(files.size() == 1);
+    std::ifstream f(dir + "/" + files[0]);
+    std::getline(f, first);
+    INFO("stored decision: " << first);
+    REQUIRE((first == "openblas" || first == "onednn"));
+    CHECK(got == (first == "openblas" ? by_openblas : by_onednn));
+  }
+  // Plant the other backend as the stored decision: a new load must follow the file.
+  const std::string other = first == "openblas" ? "onednn" : "openblas";
+  {
+    const std::vector<std::string> files = list_dir(dir);
+    REQUIRE(files.size() == 1);
+    std::ofstream f(dir + "/" + files[0], std::ios::trunc);
+    f << other << "\n";
+  }
+  {
+    Loaded l(HTR_TEST_CPU_PLUGIN);
+    REQUIRE(l.ok());
+    c.impl = "auto";
+    const std::vector<double> got = run_case(l, c).values;
+    INFO("planted decision: " << other);
+    CHECK(got == (other == "openblas" ? by_openblas : by_onednn));
+    CHECK(list_dir(dir).size() == 1);  // nothing re-measured, no stray temporary files
+  }
+  if (old_cache) {
+    ::setenv("HTR_CACHE_DIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("HTR_CACHE_DIR");
+  }
+  for (const std::string& n : list_dir(dir)) std::remove((dir + "/" + n).c_str());
+  ::rmdir(dir.c_str());  // the JIT's own entries under cache/cpu stay for /tmp's cleanup
 }
