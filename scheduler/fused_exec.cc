@@ -8,10 +8,8 @@
 #include <set>
 #include <thread>
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "parallel_compile.h"
+#include "plugins/sdk/htr_sdk_decision.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
 
@@ -42,53 +40,16 @@ std::string TuneDir() {
   return "";
 }
 
-// 128-bit FNV-1a, as 32 hex digits (the cpu JIT's cache keys are made the same way).
-std::string Hash128(const std::string& s) {
-  uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-  for (unsigned char c : s) {
-    a = (a ^ c) * 0x100000001b3ull;
-    b = (b ^ static_cast<unsigned char>(c + 0x5bu)) * 0x100000001b3ull;
-  }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a), static_cast<unsigned long long>(b));
-  return buf;
-}
-
-bool ReadDecision(const std::string& path, bool* fused, std::string* note) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (f == nullptr) return false;
-  char line[512] = {0};
-  const bool got = std::fgets(line, sizeof line, f) != nullptr;
-  std::fclose(f);
-  if (!got) return false;
-  std::string l(line);
-  while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
-  if (l.rfind("fused", 0) == 0) *fused = true;
-  else if (l.rfind("unfused", 0) == 0) *fused = false;
+// A decision line is "fused <note>" or "unfused <note>" (htr_sdk_decision.h stores it: the first
+// process to measure a group decides it for every later one, so two runs of a program execute
+// the same kernels and reproduce each other bit for bit; fused and unfused can round differently).
+bool ParseDecision(const std::string& line, bool* fused, std::string* note) {
+  if (line.rfind("fused", 0) == 0) *fused = true;
+  else if (line.rfind("unfused", 0) == 0) *fused = false;
   else return false;
-  const size_t sp = l.find(' ');
-  *note = "cached: " + (sp == std::string::npos ? std::string() : l.substr(sp + 1));
+  const size_t sp = line.find(' ');
+  *note = "cached: " + (sp == std::string::npos ? std::string() : line.substr(sp + 1));
   return true;
-}
-
-// Best effort: a failure to write only costs a re-tune in the next process. An existing
-// decision is never replaced (link(2) fails on an existing name): the first process to measure
-// a group decides it for every later one, so two runs of a program execute the same kernels and
-// reproduce each other bit for bit (fused and unfused can round differently).
-void WriteDecision(const std::string& dir, const std::string& path, bool fused, const std::string& note) {
-  std::string cur;
-  for (size_t i = 0; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      if (!cur.empty()) ::mkdir(cur.c_str(), 0755);
-    }
-    if (i < dir.size()) cur.push_back(dir[i]);
-  }
-  const std::string tmp = path + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return;
-  const bool ok = std::fprintf(f, "%s %s\n", fused ? "fused" : "unfused", note.c_str()) > 0;
-  if (std::fclose(f) == 0 && ok) (void)::link(tmp.c_str(), path.c_str());
-  std::remove(tmp.c_str());
 }
 
 }  // namespace
@@ -188,17 +149,20 @@ bool FusedExec::Compile(const FusedGroup& g, std::string* why) {
     if (htr_status_t st = htr_device_properties(device_, &props)) htr_status_free(st);
     const std::string dir = TuneDir();
     const std::string path =
-        dir.empty() ? "" : dir + "/" + Hash128("v1|" + std::string(props.name) + "|" + std::to_string(threads_) + "|" + key);
-    if (path.empty() || !ReadDecision(path, &faster, &note)) {
+        dir.empty() ? ""
+                    : dir + "/" + htr_sdk::decision_hash("v1|" + std::string(props.name) + "|" + std::to_string(threads_) + "|" + key);
+    std::string line;
+    if (path.empty() || !htr_sdk::decision_read(path, &line) || !ParseDecision(line, &faster, &note)) {
       faster = FusedIsFaster(g, &note);
-      // Only measured decisions are recorded; "not timed" is retried by the next process.
+      // Only measured decisions are stored; "not timed" is retried by the next process. A
+      // process that measured the group at the same time may have stored it first: the stored
+      // decision is used, as every later process will.
       if (!path.empty() && note.rfind("not timed", 0) != 0) {
-        WriteDecision(dir, path, faster, note);
-        // A process that measured the group at the same time may have stored it first: use
-        // the stored decision, as every later process will.
+        const std::string mine = std::string(faster ? "fused " : "unfused ") + note;
+        line = htr_sdk::decision_settle(dir, path, mine);
         bool stored = faster;
         std::string stored_note;
-        if (ReadDecision(path, &stored, &stored_note) && stored != faster) {
+        if (line != mine && ParseDecision(line, &stored, &stored_note)) {
           faster = stored;
           note = stored_note + " (stored by an earlier process)";
         }
