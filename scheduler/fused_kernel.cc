@@ -156,12 +156,19 @@ bool IsSpecialStep(const Program& p, const Step& s) {
 
 namespace {
 
+// Members a tiled program (see RowKernel::Build) may hold: elementwise over full rows only.
+bool IsTileableMember(const Program& p, const Step& m, const ops::Shape& S) {
+  const std::string& n = m.def->name;
+  if (!(IsElementwiseBinary(n) || IsElementwiseUnary(n) || n == "cast" || n == "unary_grad")) return false;
+  return m.outputs.size() == 1 && RoleAgainst(p.values[m.outputs[0]].info.shape, S) == RowRole::kFull;
+}
+
 // Generates one row program for a group of row ops.
 class RowKernel {
  public:
   RowKernel(const Program& p, const FusedGroup& g, const std::vector<ValueId>& inputs,
-            const std::vector<ValueId>& outputs)
-      : p_(p), g_(g), inputs_(inputs), outputs_(outputs), b_(KernelName(g.name)) {}
+            const std::vector<ValueId>& outputs, bool tile_rows)
+      : p_(p), g_(g), inputs_(inputs), outputs_(outputs), tile_rows_(tile_rows), b_(KernelName(g.name)) {}
 
   L::Status Build(FusedLaunch* out) {
     // The group's row shape: the largest member row shape (per-row members have [..., 1]).
@@ -173,6 +180,17 @@ class RowKernel {
     const int64_t cols = S.back();
     const int64_t rows = ops::Numel(S) / cols;
     block_ = Pow2AtLeast(cols);
+    // Tiled layout (tile_rows_, elementwise groups whose rows are not a power of two): a row of
+    // 3072 in a 4096-lane program leaves a quarter of the lanes computing nothing, 2304 almost half.
+    // Instead a program covers `seg` columns (the largest power of two dividing cols, <= kTile) of
+    // kTile / seg consecutive rows: lane e is row e / seg, column e % seg of its block, every lane
+    // is a real element, and a row tail (rows not a multiple of the block's rows) is the only mask.
+    // Grid (cols / seg, row blocks). Same per-element math, so the same results as the row layout.
+    uint32_t seg = 1;
+    while (seg < kTile && cols % (2 * static_cast<int64_t>(seg)) == 0) seg <<= 1;
+    bool tiled = tile_rows_ && block_ != cols && seg >= 64;
+    for (const Step& m : g_.members) tiled = tiled && IsTileableMember(p_, m, S);
+    tiled_ = tiled;
     // Pointers in their values' dtypes (bf16/f16 only at casts, IsRowStep): loads widen to f32,
     // stores round once.
     for (size_t k = 0; k < inputs_.size(); ++k) {
@@ -185,6 +203,13 @@ class RowKernel {
     }
     cols_ = b_.arg_scalar("cols", HTR_DTYPE_I32);
     out->args.push_back(IntArg(cols, true));
+    L::Value rows_arg;
+    uint32_t rb = 1;  // rows per program (tiled)
+    if (tiled) {
+      while (rb * seg < kTile && static_cast<int64_t>(rb) < rows) rb <<= 1;
+      rows_arg = b_.arg_scalar("rows", HTR_DTYPE_I32);
+      out->args.push_back(IntArg(rows, true));
+    }
     for (size_t k = 0; k < inputs_.size(); ++k) {
       const ops::Shape& sh = p_.values[inputs_[k]].info.shape;
       if (RoleAgainst(sh, S) != RowRole::kPeriodic) {
@@ -194,9 +219,17 @@ class RowKernel {
       period_.push_back(b_.arg_scalar("period" + std::to_string(k), HTR_DTYPE_I32));
       out->args.push_back(IntArg(ops::Numel(sh) / cols, true));
     }
-    row_ = b_.program_id(0);
-    c_ = b_.arange(0, static_cast<int32_t>(block_));
-    cm_ = c_ < cols_;
+    if (tiled) {
+      block_ = rb * seg;
+      L::Value e = b_.arange(0, static_cast<int32_t>(block_));
+      row_ = b_.program_id(1) * static_cast<double>(rb) + e / static_cast<double>(seg);
+      c_ = b_.program_id(0) * static_cast<double>(seg) + e % static_cast<double>(seg);
+      if (rows % rb != 0) cm_ = row_ < rows_arg;  // else every lane is in range: no mask
+    } else {
+      row_ = b_.program_id(0);
+      c_ = b_.arange(0, static_cast<int32_t>(block_));
+      cm_ = c_ < cols_;
+    }
     base_ = row_ * cols_ + c_;
     for (const Step& m : g_.members) {
       L::Value y = Member(m);
@@ -216,7 +249,12 @@ class RowKernel {
       if (v.shape().empty()) v = b_.splat(v, {block_});
       b_.store(out_ptr_[k] + base_, v, cm_);
     }
-    out->grid[0] = static_cast<uint32_t>(rows);
+    if (tiled) {
+      out->grid[0] = static_cast<uint32_t>(cols / seg);
+      out->grid[1] = static_cast<uint32_t>((rows + rb - 1) / rb);
+    } else {
+      out->grid[0] = static_cast<uint32_t>(rows);
+    }
     return b_.serialize(&out->ir);
   }
 
@@ -236,10 +274,10 @@ class RowKernel {
     L::Value P = in_ptr_[k], r;
     switch (RoleAgainst(p_.values[v].info.shape, S_)) {
       case RowRole::kFull: r = b_.load(P + base_, cm_); break;
-      case RowRole::kCol: r = b_.load(P + c_, cm_); break;
+      case RowRole::kCol: r = b_.load(P + c_, cm_); break;  // (tiled: c_ < cols, any mask is the row tail)
       case RowRole::kScalar: r = b_.load(P); break;
       case RowRole::kPeriodic: r = b_.load(P + ((row_ % period_[k]) * cols_ + c_), cm_); break;
-      case RowRole::kPerRow: r = b_.load(P + row_); break;
+      case RowRole::kPerRow: r = tiled_ ? b_.load(P + row_, cm_) : b_.load(P + row_); break;
       default: r = b_.load(P + base_, cm_); break;
     }
     if (p_.values[v].info.dtype != HTR_DTYPE_F32) r = b_.cast(r, HTR_DTYPE_F32);
@@ -331,6 +369,9 @@ class RowKernel {
   const FusedGroup& g_;
   const std::vector<ValueId>& inputs_;
   const std::vector<ValueId>& outputs_;
+  const bool tile_rows_;
+  bool tiled_ = false;
+  static constexpr uint32_t kTile = 2048;  // lanes of a tiled program
   L::Builder b_;
   ops::Shape S_;
   uint32_t block_ = 1;
@@ -400,12 +441,12 @@ Status BuildSpecial(const Program& p, FusedGroup* g) {
 }  // namespace
 
 Status BuildFusedLaunches(const Program& p, const std::vector<ValueId>& inputs,
-                          const std::vector<ValueId>& outputs, FusedGroup* group) {
+                          const std::vector<ValueId>& outputs, FusedGroup* group, bool tile_rows) {
   group->launches.clear();
   group->scratch_bytes.clear();
   if (group->members.size() == 1 && IsSpecialStep(p, group->members[0])) return BuildSpecial(p, group);
   FusedLaunch l;
-  RowKernel k(p, *group, inputs, outputs);
+  RowKernel k(p, *group, inputs, outputs, tile_rows);
   HTR_OPS_RETURN_IF_ERROR(FromLang(k.Build(&l), group->name));
   group->launches.push_back(std::move(l));
   return Status::Ok();

@@ -42,9 +42,15 @@ bool IsFloatCastStep(const Program& p, const Step& s);
 bool IsSpecialStep(const Program& p, const Step& s);
 
 // Fills group->launches and group->scratch_bytes. `inputs` are the group's external inputs and
-// `outputs` the member outputs it stores (both as in the fused step).
+// `outputs` the member outputs it stores (both as in the fused step). `tile_rows` (the device
+// mode's GPU-shaped kernels): a group of elementwise members only (binary/unary ops, casts,
+// unary_grad, every output of the full shape) whose rows are not a power of two runs tiled: a
+// program covers `seg` columns (the largest power of two dividing cols; at least 64, else the row
+// layout) of 2048 / seg consecutive rows, lane e at row e / seg, column e % seg of its block, grid
+// (cols / seg, row blocks), masked only at a row tail; every lane is an element (a row of 3072 in
+// the row layout's 4096-lane program leaves a quarter of them idle). Same per-element math.
 Status BuildFusedLaunches(const Program& p, const std::vector<ValueId>& inputs,
-                          const std::vector<ValueId>& outputs, FusedGroup* group);
+                          const std::vector<ValueId>& outputs, FusedGroup* group, bool tile_rows = false);
 
 }  // namespace htr::sched
 

@@ -7,21 +7,31 @@ namespace htr::kernels {
 
 using namespace htr::lang;  // NOLINT
 
+// Both in the tanh form through one exp and one division, with the constants folded so that
+// each costs few instructions per element (the GPU row kernels are bound by instruction issue,
+// not bandwidth, when these are spelled out): with u = c (x + a x^3) and
+// d = e^{2u} + 1, tanh(u) = 1 - r where r = 2 / d (absolute error ~1e-7, as the f32 reference
+// kernel's form; saturates for large |u|: d = inf gives r = 0). Then
+//   gelu(x)  = 0.5 x (1 + t) = x (1 - 1 / d)          (x = inf gives inf, as 0.5 x (1 + t) does)
+//   gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)
+//            = (2 - r) (0.5 + r x (0.5 c + 1.5 a c x^2))      (1 + t = 2 - r, 1 - t = r)
+// which are the same expressions regrouped (rounding differs at the f32 ulp level).
 namespace {
-// tanh(u) as 1 - 2 / (e^{2u} + 1): one exp, as the f32 reference kernel computes it (absolute
-// error ~1e-7, which is what 0.5 x (1 + t) needs); saturates correctly for large |u|.
-Value FastTanh(Value u) { return 1.0 - 2.0 / (exp(2.0 * u) + 1.0); }
+constexpr double kC = 0.7978845608028654, kA = 0.044715;
+// d = e^{2u} + 1 from x (2u = x (2c + 2ac x^2)).
+Value GeluDen(Value x, Value x2) { return exp(x * (x2 * (2.0 * kA * kC) + 2.0 * kC)) + 1.0; }
 }  // namespace
 
 Value GeluTanhGrad(Value x) {
-  const double c = 0.7978845608028654, a = 0.044715;
-  Value t = FastTanh(c * (x + a * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * a * x * x);
+  Value x2 = x * x;
+  Value r = 2.0 / GeluDen(x, x2);
+  Value p = x * (x2 * (1.5 * kA * kC) + 0.5 * kC);
+  return (2.0 - r) * (r * p + 0.5);
 }
 
 Value GeluTanh(Value x) {
-  const double c = 0.7978845608028654, a = 0.044715;
-  return 0.5 * x * (1.0 + FastTanh(c * (x + a * x * x * x)));
+  Value x2 = x * x;
+  return x * (1.0 - 1.0 / GeluDen(x, x2));
 }
 
 Status BuildGeluBackward(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {

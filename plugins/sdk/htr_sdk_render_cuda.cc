@@ -29,12 +29,23 @@ namespace std { __device__ __forceinline__ void* memcpy(void* d, const void* s, 
 HTR_INLINE float htr_bits_f32(uint32_t b) { return __int_as_float((int)b); }
 HTR_INLINE uint32_t htr_f32_bits(float f) { return (uint32_t)__float_as_int(f); }
 HTR_INLINE float htr_bf16_ld(const uint16_t* p) { return htr_bits_f32((uint32_t)*p << 16); }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// Round to nearest even in one instruction (cvt packs bf16(f) into the upper half, 0 below); a NaN
+// keeps its upper bits with the quiet bit set, as the integer form below does.
+HTR_INLINE float htr_bf16_rnd(float f) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(f), "f"(0.0f));
+  return f != f ? htr_bits_f32((htr_f32_bits(f) & 0xffff0000u) | 0x00400000u) : htr_bits_f32(r);
+}
+HTR_INLINE uint16_t htr_bf16_of(float f) { return (uint16_t)(htr_f32_bits(htr_bf16_rnd(f)) >> 16); }
+#else
 HTR_INLINE uint16_t htr_bf16_of(float f) {
   uint32_t b = htr_f32_bits(f);
   if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu) != 0) return (uint16_t)((b >> 16) | 0x40u);
   return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 HTR_INLINE float htr_bf16_rnd(float f) { return htr_bits_f32((uint32_t)htr_bf16_of(f) << 16); }
+#endif
 HTR_INLINE float htr_f16_ld(const uint16_t* p) {
   uint32_t h = *p, s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   if (e == 0) { float f = (float)m * 5.9604644775390625e-8f; return s ? -f : f; }

@@ -116,7 +116,7 @@ const char* cuda_block_prelude();
 /* Row lowering (htr_sdk_render_cuda_row.cc). rows_supported: every value is
  * a scalar or a 1-D tile, no dot / expand_dims, broadcasts only of splats or
  * to the same shape, reduces of 1-D tiles (to scalars); *max_len = the
- * longest tile (1 without tiles); else false with the reason. The program is
+ * block's demand (below; 1 without tiles); else false with the reason. The program is
  * one block of `threads` threads (32..1024, a multiple of 32; blockIdx.x is
  * the linearized program id, same entry parameters as cuda_dialect()'s, no
  * dynamic shared memory); a tile of n elements is spread over the threads
@@ -133,9 +133,11 @@ const char* cuda_block_prelude();
  * scalars are computed by every thread, scalar stores by thread 0; a
  * barrier follows a store that a later access through the same argument
  * (or an untraced pointer) may observe. Same semantics as
- * render() except the grouping of float reductions. row_threads_for: the
- * block size for the longest tile: the power of two >= max_len, >= 32,
- * capped at `cap`. */
+ * render() except the grouping of float reductions. *max_len is the
+ * block's demand: the longest tile for programs with a FOR loop, the
+ * longest tile / 8 (rounded up) for programs without (a thread then holds
+ * chunks of 8 elements). row_threads_for: the block size for that demand:
+ * the power of two >= max_len, >= 32, capped at `cap`. */
 bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::string* why);
 Status render_cuda_rows(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
                         uint32_t threads, Rendered* out);

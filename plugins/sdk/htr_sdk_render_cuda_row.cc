@@ -21,6 +21,16 @@
 // wrapping integers, NaN-propagating max/min, masked loads touch no memory);
 // reductions group differently (thread-strided partials), a reassociation of
 // float sums only.
+//
+// Instruction economy (these kernels are bound by instruction issue before
+// bandwidth on an H200: session 8 found ~130 SASS instructions per element in
+// the gpt2 GELU-backward row): a loaded f16/bf16 is representable, so it is
+// not rounded again; every f16/bf16 value held is rounded (scalar arguments
+// at entry), so a bf16 store keeps the upper half of the f32 bits instead of
+// rounding a second time; program ids come from blockIdx.x directly when the
+// grid is 1-D (32-bit division otherwise, not 64-bit); the prelude rounds to
+// bf16 with one cvt instruction on sm_80+ (htr_sdk_render_cuda.cc). Straight-
+// line programs take a thread per chunk of 8 elements (rows_supported).
 #include "htr_sdk_render_cuda.h"
 #include "htr_sdk_c_spell.h"
 
@@ -66,7 +76,9 @@ class RowRenderer {
         value = sp_.literal(arg.dtype, arg.dtype == HTR_DTYPE_F32 ? const_bits_f(spec_[i].f) : spec_[i].i);
         pre += "    (void)" + n + "_p;\n";
       } else {
-        value = arg.dtype == HTR_DTYPE_BOOL ? "(" + n + "_p != 0)" : n + "_p";
+        // f16/bf16 scalars rounded once here: every f16/bf16 value the kernel holds is
+        // representable in its dtype (what store() relies on).
+        value = arg.dtype == HTR_DTYPE_BOOL ? "(" + n + "_p != 0)" : sp_.rnd(arg.dtype, n + "_p");
       }
       pre += "    const " + d_.compute_type(arg.dtype) + " " + n + " = " + value + ";\n";
     }
@@ -80,11 +92,14 @@ class RowRenderer {
          "(int32_t htr_g0, int32_t htr_g1, int32_t htr_g2";
     for (const auto& p : params) s_ += ", " + p;
     s_ += ") {\n  {\n"
-          "    const int64_t lin = (int64_t)blockIdx.x;\n"
-          "    if (lin >= (int64_t)htr_g0 * htr_g1 * htr_g2) return;\n"
-          "    const int32_t pid0 = (int32_t)(lin % htr_g0);\n"
-          "    const int32_t pid1 = (int32_t)((lin / htr_g0) % htr_g1);\n"
-          "    const int32_t pid2 = (int32_t)(lin / ((int64_t)htr_g0 * htr_g1));\n"
+          "    const uint32_t lin = blockIdx.x;\n"
+          "    if ((int64_t)lin >= (int64_t)htr_g0 * htr_g1 * htr_g2) return;\n"
+          "    int32_t pid0 = (int32_t)lin, pid1 = 0, pid2 = 0;\n"
+          "    if (lin >= (uint32_t)htr_g0) {\n"
+          "      pid0 = (int32_t)(lin % (uint32_t)htr_g0);\n"
+          "      pid1 = (int32_t)((lin / (uint32_t)htr_g0) % (uint32_t)htr_g1);\n"
+          "      pid2 = (int32_t)(lin / ((uint32_t)htr_g0 * (uint32_t)htr_g1));\n"
+          "    }\n"
           "    (void)pid0; (void)pid1; (void)pid2;\n"
           "    const int32_t htr_tid = (int32_t)threadIdx.x;\n"
           "    const int32_t htr_lane = htr_tid & 31, htr_warp = htr_tid >> 5;\n"
@@ -190,14 +205,22 @@ class RowRenderer {
   void declare(uint32_t id) {
     line(ct(id) + " " + v(id) + "[" + std::to_string(per_thread(id)) + "];");
   }
-  void elementwise(uint32_t r, const std::string& expr) {
+  // `exact`: expr is already representable in r's dtype (a load), so no rounding.
+  void elementwise(uint32_t r, const std::string& expr, bool exact = false) {
     const Type& t = type(r);
+    const std::string x = t.ptr || exact ? expr : sp_.rnd(t.dtype, expr);
     if (!t.is_tile()) {
-      line((t.ptr ? ct(r) + " const " + v(r) + " = " + expr : "const " + ct(r) + " " + v(r) + " = " + sp_.rnd(t.dtype, expr)) + ";");
+      line((t.ptr ? ct(r) + " const " + v(r) + " = " + x : "const " + ct(r) + " " + v(r) + " = " + x) + ";");
       return;
     }
     declare(r);
-    each(r, v(r) + "[j] = " + (t.ptr ? expr : sp_.rnd(t.dtype, expr)) + ";");
+    each(r, v(r) + "[j] = " + x + ";");
+  }
+  // A store of x (a value of dtype d, so already rounded to d): bf16 keeps the upper half of the
+  // f32 bits, which is exactly htr_bf16_of(x) for such an x, NaN payloads included.
+  std::string store_stmt(htr_dtype_t d, const std::string& p, const std::string& x) const {
+    if (d == HTR_DTYPE_BF16) return "*" + p + " = (uint16_t)(htr_f32_bits(" + x + ") >> 16);";
+    return sp_.store_stmt(d, p, x);
   }
   void barrier_after_store(uint32_t i) {
     if (sync_after_[i]) line("__syncthreads();");
@@ -233,12 +256,13 @@ class RowRenderer {
         std::string x = sp_.load_expr(d, at(in(0)));
         if (op.operands.size() > 1)
           x = "(" + at(in(1)) + " ? " + x + " : " + (op.operands.size() == 3 ? at(in(2)) : "(" + d_.compute_type(d) + ")0") + ")";
-        elementwise(r, x);
+        // A loaded f16/bf16 (or `other`, a value of that dtype) is representable: no rounding.
+        elementwise(r, x, true);
         break;
       }
       case HTR_KIR_OP_STORE: {
         const Type& t = type(in(0));
-        std::string st = sp_.store_stmt(t.dtype, at(in(0)), at(in(1)));
+        std::string st = store_stmt(t.dtype, at(in(0)), at(in(1)));
         if (op.operands.size() == 3) st = "if (" + at(in(2)) + ") " + st;
         if (t.is_tile() && vector_ok(in(0))) emit_vector_store(op, st);
         else if (t.is_tile()) each(in(0), st);
@@ -335,12 +359,12 @@ class RowRenderer {
     line("  const " + st + "* const htr_t = (const " + st + "*)htr_w;");
     line("  #pragma unroll");
     line("  for (int32_t k = 0; k < " + Vs + "; ++k) " + v(r) + "[q * " + Vs + " + k] = " +
-         sp_.rnd(type(r).dtype, sp_.load_expr(d, "(htr_t + k)")) + ";");
+         sp_.load_expr(d, "(htr_t + k)") + ";");
     line("} else {");
     line("  #pragma unroll");
     line("  for (int32_t k = 0; k < " + Vs + "; ++k) { const int32_t j = q * " + Vs +
          " + k; const int32_t e = htr_e0 + k; (void)e; " + (n % TV() != 0 ? "if (e < " + std::to_string(n) + ") " : "") +
-         v(r) + "[j] = " + sp_.rnd(type(r).dtype, x) + "; }");
+         v(r) + "[j] = " + x + "; }");
     line("}");
     --depth_;
     line("}");
@@ -358,7 +382,7 @@ class RowRenderer {
     line("  " + st + "* const htr_t = (" + st + "*)htr_w;");
     line("  #pragma unroll");
     line("  for (int32_t k = 0; k < " + Vs + "; ++k) { const int32_t j = q * " + Vs +
-         " + k; const int32_t e = htr_e0 + k; (void)e; " + sp_.store_stmt(d, "(htr_t + k)", at(op.operands[1])) + " }");
+         " + k; const int32_t e = htr_e0 + k; (void)e; " + store_stmt(d, "(htr_t + k)", at(op.operands[1])) + " }");
     line("  #pragma unroll");
     line("  for (int32_t u = 0; u < " + std::to_string(words) + "; ++u) ((" + w + "*)htr_p0)[u] = htr_w[u];");
     line("} else {");
@@ -495,9 +519,11 @@ bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::
     }
     if (t.rank == 1 && t.shape[0] > m) m = t.shape[0];
   }
+  bool loops = false;
   for (size_t i = 0; i < k.ops.size(); ++i) {
     const Op& op = k.ops[i];
     switch (op.opcode) {
+      case HTR_KIR_OP_FOR: loops = true; break;
       case HTR_KIR_OP_DOT: case HTR_KIR_OP_EXPAND_DIMS:
         *why = std::string("op ") + opcode_name(op.opcode);
         return false;
@@ -522,7 +548,14 @@ bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::
       default: break;
     }
   }
-  *max_len = m;
+  // Straight-line programs (elementwise groups, fused LayerNorm rows, copies) ask for a thread per
+  // chunk of 8 elements: fewer threads, a 16-byte bf16 access each, fewer index instructions per
+  // element (a 1024-lane LayerNorm row: 128 threads x 8 instead of 256 x 4, 1.28 -> 2.63 TB/s on
+  // the H200 with the session-8 renderer). Programs with loops (column sums, layer_norm_grad,
+  // embedding gradients) keep a thread per element: their grids are often a few hundred
+  // programs, and with a quarter of the threads they ran slower in the gpt2 step (cast+sum 53 ->
+  // 67 us a call, layer_norm_grad 148 -> 199 us, session 8).
+  *max_len = loops ? m : (m + 7) / 8;
   return true;
 }
 

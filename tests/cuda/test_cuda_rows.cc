@@ -10,7 +10,10 @@
 // sm_90. [gpu]: the same kernels on cuda:0 against the sdk's IR interpreter,
 // with tails (n not a multiple of a chunk), misaligned offsets (the scalar
 // fallback), transposes keeping and moving the inner dim; copies must match
-// bit for bit. Owner: rowbw helper (session 7, issue 9).
+// bit for bit. Session 8 (rows helper): a tiled bias+GELU program (lanes
+// e -> row e / 256, column e % 256 of a 256-column band of 8 rows, as
+// scheduler/fused_kernel.h tiles elementwise groups) with a row-tail mask.
+// Owner: rowbw helper (session 7), rows helper (session 8), issue 9.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -92,6 +95,23 @@ k::Status BuildGeluBackwardRow(uint32_t block, std::vector<uint8_t>* ir) {
   return b.serialize(ir);
 }
 
+// The tiled layout of elementwise fused groups (scheduler/fused_kernel.h): `seg` columns of
+// 2048 / seg rows per program, lane e at row e / seg, column e % seg; bf16 x plus an f32 column
+// bias, masked at the row tail (rows not a multiple of the block's rows).
+k::Status BuildBiasGeluTiled(uint32_t seg, std::vector<uint8_t>* ir) {
+  L::Builder b("tiled_bias_gelu");
+  L::Value X = b.arg_ptr("x", HTR_DTYPE_BF16, true), B = b.arg_ptr("b", HTR_DTYPE_F32, true);
+  L::Value O = b.arg_ptr("out", HTR_DTYPE_BF16);
+  L::Value cols = b.arg_scalar("cols", HTR_DTYPE_I32), rows = b.arg_scalar("rows", HTR_DTYPE_I32);
+  L::Value e = b.arange(0, 2048);
+  L::Value r = b.program_id(1) * static_cast<double>(2048 / seg) + e / static_cast<double>(seg);
+  L::Value c = b.program_id(0) * static_cast<double>(seg) + e % static_cast<double>(seg);
+  L::Value base = r * cols + c, m = r < rows;
+  L::Value h = b.cast(b.load(X + base, m), HTR_DTYPE_F32) + b.load(B + c, m);
+  b.store(O + base, b.cast(k::GeluTanh(h), HTR_DTYPE_BF16), m);
+  return b.serialize(ir);
+}
+
 std::vector<Case> Cases() {
   std::vector<Case> cs;
   auto add = [&](const std::string& name, const k::Status& s, const std::vector<uint8_t>& ir,
@@ -162,9 +182,18 @@ std::vector<Case> Cases() {
         false);
   }
   {
-    auto s = k::BuildStridedCopy(HTR_DTYPE_BF16, HTR_DTYPE_BF16, 256, &ir);  // 256 per program: no chunks
+    auto s = BuildBiasGeluTiled(256, &ir);  // [21, 768]: 3 segments x 3 row blocks of 8, tail of 5
+    const int64_t rows = 21, cols = 768;
+    add("tiled_bias_gelu_768", s, ir, {3, 3},
+        {Tn(HTR_DTYPE_BF16, rows * cols), Tn(HTR_DTYPE_F32, cols), Tn(HTR_DTYPE_BF16, rows * cols), In(cols), In(rows)},
+        false);
+  }
+  {
+    // 32 per program: one element per thread of a 32-thread block, no chunks (a 256-element program
+    // runs 32 threads x 8 since session 8, the vector path).
+    auto s = k::BuildStridedCopy(HTR_DTYPE_BF16, HTR_DTYPE_BF16, 32, &ir);
     const int64_t n = 1000;
-    add("strided_copy_256", s, ir, {Ceil(n, 256)},
+    add("strided_copy_32", s, ir, {Ceil(n, 32)},
         {Tn(HTR_DTYPE_BF16, n), Tn(HTR_DTYPE_BF16, n), In(n), In(1), In(1), In(n), In(0), In(0), In(0), In(1), In(0),
          In(0), In(0), In(0), In(1), In(0)},
         true, false);

@@ -6,10 +6,14 @@
 //                      [--no-peer]
 //
 // Cases (the kernels the scheduler generates for them, rebuilt here with the same DSL shape):
-//   gelu_bwd      bf16[R,3072] x, dy -> bf16 dy * gelu'(x): one row program of 4096 lanes, as the
-//                 fused group cast+cast+unary_grad+cast (scheduler/fused_kernel.cc).
+//   gelu_bwd      bf16[R,3072] x, dy -> bf16 dy * gelu'(x), the fused group
+//                 cast+cast+unary_grad+cast as the device mode builds it (scheduler/fused_kernel.h,
+//                 tiled: 1024 columns x 2 rows per program); "gelu_bwd_rows": the same group in
+//                 the row layout (one 4096-lane program per row, the layout before session 8).
 //   bias_gelu     bf16[R,3072] x, f32[3072] b -> bf16 h = x + b, bf16 gelu(h) (the group
-//                 cast+add+cast+cast+gelu+cast).
+//                 cast+add+cast+cast+gelu+cast), tiled; "bias_gelu_rows" in the row layout.
+//   bias_add      bf16[R,2304] x, f32[2304] b -> bf16 x + b (the qkv projection's bias, the group
+//                 cast+add+cast), tiled (256 columns x 8 rows); "bias_add_rows" in the row layout.
 //   residual_ln   bf16[R,768] x, r, f32[768] w, b -> bf16 s = x + r, bf16 layer_norm(s).
 //   transpose     bf16[16,1024,12,64] -> [16,12,1024,64]: strided_copy as scheduler/device_lower.cc
 //                 launches it (2048 elements per program, dims specialized); also "transpose_256"
@@ -57,6 +61,7 @@ dev = "cuda"; bf = torch.bfloat16
 def r(*s, dt=bf): return (torch.rand(*s, device=dev) * 4 - 2).to(dt)
 x3, dy3, b3 = r(R, 3072), r(R, 3072), r(3072, dt=torch.float32)
 x7, r7, w7, c7 = r(R, 768), r(R, 768), r(768), r(768)
+x2, b2 = r(R, 2304), r(2304, dt=torch.float32).to(bf)
 t4 = r(16, 1024, 12, 64); t4o = torch.empty(16, 12, 1024, 64, device=dev, dtype=bf)
 big = torch.empty(R, 2304, device=dev, dtype=bf); parts = [r(R, 768) for _ in range(3)]
 s7 = torch.empty(R, 768, device=dev, dtype=bf); f3 = torch.empty(R, 3072, device=dev, dtype=bf)
@@ -64,6 +69,7 @@ b3b = b3.to(bf)
 cases = {
   "gelu_bwd": lambda: torch.ops.aten.gelu_backward(dy3, x3, approximate="tanh"),
   "bias_gelu": lambda: F.gelu(x3 + b3b, approximate="tanh"),
+  "bias_add": lambda: x2 + b2,
   "residual_ln": lambda: F.layer_norm(x7 + r7, (768,), w7, c7),
   "transpose": lambda: t4o.copy_(t4.transpose(1, 2)),
   "concat": lambda: torch.cat(parts, dim=1, out=big),
@@ -128,30 +134,61 @@ L::Value RowBase(L::Builder& b, L::Value cols, uint32_t block, L::Value* c, L::V
 }
 L::Value Round(L::Builder& b, L::Value v) { return b.cast(b.cast(v, HTR_DTYPE_BF16), HTR_DTYPE_F32); }
 
-K::Status GeluBwd(std::vector<uint8_t>* ir) {
+// The tiled layout of elementwise groups (scheduler/fused_kernel.h): `seg` columns of 2048 / seg
+// rows per program, grid (cols / seg, rows * seg / 2048); *c = the column, returns the element index.
+// rows are a multiple of the block's rows here, so no mask.
+L::Value TileBase(L::Builder& b, L::Value cols, uint32_t seg, L::Value* c) {
+  const uint32_t rb = 2048 / seg;
+  L::Value e = b.arange(0, 2048);
+  L::Value r = b.program_id(1) * static_cast<double>(rb) + e / static_cast<double>(seg);
+  *c = b.program_id(0) * static_cast<double>(seg) + e % static_cast<double>(seg);
+  return r * cols + *c;
+}
+// seg == 0: the row layout (RowBase over `block` lanes), else TileBase (the scheduler's kernel has
+// a "rows" argument for the tail mask, which these row counts never need).
+struct Layout {
+  uint32_t seg = 0, block = 4096;
+};
+L::Value Base(L::Builder& b, const Layout& lay, L::Value cols, L::Value* c, L::Value* m) {
+  if (lay.seg == 0) return RowBase(b, cols, lay.block, c, m);
+  *m = L::Value();
+  return TileBase(b, cols, lay.seg, c);
+}
+
+K::Status GeluBwd(const Layout& lay, std::vector<uint8_t>* ir) {
   L::Builder b("fused_cast_cast_unary_grad_cast");
   L::Value X = b.arg_ptr("in0", HTR_DTYPE_BF16, true), DY = b.arg_ptr("in1", HTR_DTYPE_BF16, true);
   L::Value O = b.arg_ptr("out0", HTR_DTYPE_BF16);
   L::Value cols = b.arg_scalar("cols", HTR_DTYPE_I32), c, m;
-  L::Value base = RowBase(b, cols, 4096, &c, &m);
+  L::Value base = Base(b, lay, cols, &c, &m);
   L::Value x = b.cast(b.load(X + base, m), HTR_DTYPE_F32), dy = b.cast(b.load(DY + base, m), HTR_DTYPE_F32);
   b.store(O + base, b.cast(dy * K::GeluTanhGrad(x), HTR_DTYPE_BF16), m);
   return b.serialize(ir);
 }
 
-K::Status BiasGelu(std::vector<uint8_t>* ir) {
+K::Status BiasGelu(const Layout& lay, std::vector<uint8_t>* ir) {
   L::Builder b("fused_cast_add_cast_cast_gelu_cast");
   L::Value X = b.arg_ptr("in0", HTR_DTYPE_BF16, true), B = b.arg_ptr("in1", HTR_DTYPE_F32, true);
   L::Value H = b.arg_ptr("out0", HTR_DTYPE_BF16), Y = b.arg_ptr("out1", HTR_DTYPE_BF16);
   L::Value cols = b.arg_scalar("cols", HTR_DTYPE_I32), c, m;
-  L::Value base = RowBase(b, cols, 4096, &c, &m);
+  L::Value base = Base(b, lay, cols, &c, &m);
   L::Value h = Round(b, b.cast(b.load(X + base, m), HTR_DTYPE_F32) + b.load(B + c, m));
   b.store(H + base, b.cast(h, HTR_DTYPE_BF16), m);
   b.store(Y + base, b.cast(K::GeluTanh(h), HTR_DTYPE_BF16), m);
   return b.serialize(ir);
 }
 
-K::Status ResidualLn(std::vector<uint8_t>* ir) {
+K::Status BiasAdd(const Layout& lay, std::vector<uint8_t>* ir) {
+  L::Builder b("fused_cast_add_cast");
+  L::Value X = b.arg_ptr("in0", HTR_DTYPE_BF16, true), B = b.arg_ptr("in1", HTR_DTYPE_F32, true);
+  L::Value Y = b.arg_ptr("out0", HTR_DTYPE_BF16);
+  L::Value cols = b.arg_scalar("cols", HTR_DTYPE_I32), c, m;
+  L::Value base = Base(b, lay, cols, &c, &m);
+  b.store(Y + base, b.cast(b.cast(b.load(X + base, m), HTR_DTYPE_F32) + b.load(B + c, m), HTR_DTYPE_BF16), m);
+  return b.serialize(ir);
+}
+
+K::Status ResidualLn(const Layout&, std::vector<uint8_t>* ir) {
   L::Builder b("fused_cast_cast_add_cast_layer_norm_cast");
   L::Value X = b.arg_ptr("in0", HTR_DTYPE_BF16, true), R = b.arg_ptr("in1", HTR_DTYPE_BF16, true);
   L::Value W = b.arg_ptr("in2", HTR_DTYPE_F32, true), Bb = b.arg_ptr("in3", HTR_DTYPE_F32, true);
@@ -303,30 +340,43 @@ class Bench {
   std::string Build(std::vector<Case>* cases) {
     const int64_t R = o_.rows;
     const std::string r = std::to_string(R);
-    auto row = [&](const char* name, K::Status (*build)(std::vector<uint8_t>*), std::vector<htr_tensor_t*> ts,
-                   int64_t cols, double bytes, const std::string& shape) {
+    auto row = [&](const std::string& name, K::Status (*build)(const Layout&, std::vector<uint8_t>*),
+                   std::vector<htr_tensor_t*> ts, int64_t cols, double bytes, const std::string& shape, Layout lay = {}) {
       std::vector<uint8_t> ir;
       Case c;
       c.name = name;
       c.shape = shape;
       c.bytes = bytes;
-      if (K::Status s = build(&ir); !s.ok()) {
+      if (K::Status s = build(lay, &ir); !s.ok()) {
         err_ = s.message;
         return;
       }
       Launch l;
       for (htr_tensor_t* t : ts) l.args.push_back(TA(t));
       l.args.push_back(IA(cols));
-      l.grid[0] = static_cast<uint32_t>(R);
+      if (lay.seg != 0) {
+        l.grid[0] = static_cast<uint32_t>(cols / lay.seg);
+        l.grid[1] = static_cast<uint32_t>(R * lay.seg / 2048);
+      } else {
+        l.grid[0] = static_cast<uint32_t>(R);
+      }
       l.k = Compile(ir, l.args, {static_cast<uint32_t>(ts.size())}, &c.backend);
       c.launches.push_back(l);
       cases->push_back(std::move(c));
     };
     const double n3 = static_cast<double>(R) * 3072, n7 = static_cast<double>(R) * 768;
-    row("gelu_bwd", GeluBwd, {Tensor(HTR_DTYPE_BF16, R * 3072), Tensor(HTR_DTYPE_BF16, R * 3072), Tensor(HTR_DTYPE_BF16, R * 3072)},
-        3072, 3 * 2 * n3, "bf16[" + r + ",3072]");
-    row("bias_gelu", BiasGelu, {Tensor(HTR_DTYPE_BF16, R * 3072), Tensor(HTR_DTYPE_F32, 3072), Tensor(HTR_DTYPE_BF16, R * 3072),
-        Tensor(HTR_DTYPE_BF16, R * 3072)}, 3072, 3 * 2 * n3 + 4 * 3072, "bf16[" + r + ",3072]+f32[3072]");
+    const double n2 = static_cast<double>(R) * 2304;
+    if (R % 8 != 0) return "--rows must be a multiple of 8 (the tiled layout's row blocks)";
+    for (int tiled = 1; tiled >= 0; --tiled) {
+      const std::string sfx = tiled ? "" : "_rows";
+      row("gelu_bwd" + sfx, GeluBwd, {Tensor(HTR_DTYPE_BF16, R * 3072), Tensor(HTR_DTYPE_BF16, R * 3072), Tensor(HTR_DTYPE_BF16, R * 3072)},
+          3072, 3 * 2 * n3, "bf16[" + r + ",3072]", tiled ? Layout{1024} : Layout{});
+      row("bias_gelu" + sfx, BiasGelu, {Tensor(HTR_DTYPE_BF16, R * 3072), Tensor(HTR_DTYPE_F32, 3072), Tensor(HTR_DTYPE_BF16, R * 3072),
+          Tensor(HTR_DTYPE_BF16, R * 3072)}, 3072, 3 * 2 * n3 + 4 * 3072, "bf16[" + r + ",3072]+f32[3072]",
+          tiled ? Layout{1024} : Layout{});
+      row("bias_add" + sfx, BiasAdd, {Tensor(HTR_DTYPE_BF16, R * 2304), Tensor(HTR_DTYPE_F32, 2304), Tensor(HTR_DTYPE_BF16, R * 2304)},
+          2304, 2 * 2 * n2 + 4 * 2304, "bf16[" + r + ",2304]+f32[2304]", tiled ? Layout{256} : Layout{});
+    }
     row("residual_ln", ResidualLn, {Tensor(HTR_DTYPE_BF16, R * 768), Tensor(HTR_DTYPE_BF16, R * 768), Tensor(HTR_DTYPE_F32, 768),
         Tensor(HTR_DTYPE_F32, 768), Tensor(HTR_DTYPE_BF16, R * 768), Tensor(HTR_DTYPE_BF16, R * 768)},
         768, 4 * 2 * n7 + 2 * 4 * 768, "bf16[" + r + ",768]");
@@ -476,7 +526,7 @@ int RunRowsGpu(const Args& args) {
       pos = eol == std::string::npos ? outp.size() : eol;
       if (j.is_discarded() || !j.contains("case")) continue;
       const std::string name = j["case"].get<std::string>();
-      for (const std::string& hn : {name, name + "_256"}) {
+      for (const std::string& hn : {name, name + "_256", name + "_rows"}) {
         if (!bytes.count(hn)) continue;
         const double ms = j["ms"].get<double>(), by = bytes[hn].second;
         if (hn == name) {
