@@ -14,7 +14,7 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   CoopMmShader sh;
   if (c.subgroup == 0 || c.workgroup % c.subgroup != 0 || c.cm == 0 || c.cn == 0 || c.ck == 0 ||
       c.bm % c.cm != 0 || c.bn % c.cn != 0 || c.bk % c.ck != 0 || c.bk % 8 != 0 || c.bn % 8 != 0 ||
-      c.cn % 8 != 0 || (c.stages != 1 && c.stages != 2) || c.depth < 1 || c.depth > 4) {
+      c.cn % 8 != 0 || (c.stages != 1 && c.stages != 2) || c.depth > 4) {
     sh.why = "tile does not divide into the cooperative shape, 16-byte groups or subgroups";
     return sh;
   }
@@ -137,8 +137,10 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   // step kt + D into its own set (free: step kt was stored from it one sub-step earlier),
   // multiplies stage kt & 1 and stores set (kt + 1) % D -- loaded D - 1 sub-steps earlier -- into
   // the other stage; one barrier per step (one stage: the stage itself, between two barriers).
-  // D = 1 is the plain register prefetch.
-  const uint32_t D = c.depth;
+  // D = 1 is the plain register prefetch; depth 0 issues that load after the MMAs (its registers
+  // live only from load to store: fewer registers, more workgroups per SM hide the latency).
+  const uint32_t D = c.depth == 0 ? 1 : c.depth;
+  const bool late = c.depth == 0;
   auto rs = [&](const char* X, uint32_t set) { return std::string("r") + X + std::to_string(set); };
   for (uint32_t d = 0; d < D; ++d)
     s += "  uvec4 " + rs("a", d) + "[" + std::to_string(A.per) + "], " + rs("b", d) + "[" + std::to_string(B.per) + "];\n";
@@ -176,9 +178,12 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     } else {
       s += "    const uint oA = 0u, oB = 0u;\n";
     }
-    s += "    if (kt + " + u(D) + " < nk) {\n";
-    load(sub, "kt + " + u(D), "      ");
-    s += "    }\n";
+    auto next_load = [&] {
+      s += "    if (kt + " + u(D) + " < nk) {\n";
+      load(sub, "kt + " + u(D), "      ");
+      s += "    }\n";
+    };
+    if (!late) next_load();
     s += "    [[unroll]] for (uint kk = 0u; kk < " + u(c.bk) + "; kk += " + u(c.ck) + ") {\n";
     s += "      " + fb + " fb[" + std::to_string(sh.ftn) + "];\n";
     s += "      [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) coopMatLoadNV(fb[j], smB, " + boff + ");\n";
@@ -196,6 +201,7 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
            u(sh.ftn) + " + j]);\n";
     }
     s += "    }\n";
+    if (late) next_load();
     const uint32_t nxt = (sub + 1) % D;
     if (c.stages == 2) {
       s += "    if (kt + 1u < nk) {\n";

@@ -24,7 +24,9 @@
  * registers while the fragments multiply the current stage, then stored to
  * the other stage; one barrier per step. With depth D > 1 the loads of step
  * k + D are issued at step k into one of D register sets (the k loop is
- * unrolled D times), so each load has D steps of MMAs to arrive in.
+ * unrolled D times), so each load has D steps of MMAs to arrive in. Depth 0
+ * issues the next step's loads after the MMAs and stores them at once: the
+ * fewest registers, latency hidden only by other workgroups on the SM.
  * Fragments are loaded from workgroup memory with coopMatLoadNV (rows
  * padded by 8 halves against bank conflicts), the epilogue converts each accumulator to f16 and stores it
  * with coopMatStoreNV straight to C.
@@ -52,13 +54,16 @@ struct CoopMmConfig {
   uint32_t subgroup = 32;                // subgroup size
   uint32_t cm = 16, cn = 16, ck = 16;    // cooperative shape (f16 x f16 + f32)
   uint32_t stages = 2;                   // 1: single buffer (two barriers per step), 2: double
-  uint32_t depth = 1;                    // k steps in flight in register sets (1..4)
+  uint32_t depth = 1;                    // k steps in flight in register sets (1..4); 0: the next step's
+                                         // loads issued after the MMAs (registers live only load -> store)
   uint32_t group_m = 0;                  // workgroups walk tiles in bands of group_m tile rows; 0: row by row
                                          // (H200, 8192^3: 0 67.8, 8 58.0, 16 35.1 TFLOP/s: bands did not help)
   bool trans_a = false;                  // A given as [K, M] row-major (stride_am = 1)
   bool trans_b = false;                  // B given as [N, K] row-major (stride_bk = 1)
   bool col_order = false;                // tiles walked column by column (group_m == 0 only)
   bool lean = false;                     // A fragments loaded one at a time (fewer live registers)
+  bool khr = false;                      // not a rendering property: the vulkan plugin rewrites the
+                                         // module to KHR cooperative matrices (vk_spirv_bf16.h)
 };
 
 struct CoopMmShader {

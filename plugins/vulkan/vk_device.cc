@@ -102,6 +102,68 @@ void query_coopmat_nv(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
   }
 }
 
+// VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16 postdate this tree's Vulkan headers
+// (1.3.239): their structures and enums, as in the registry's vulkan_core.h.
+constexpr VkStructureType kSTypeBf16Features = static_cast<VkStructureType>(1000141000);
+constexpr VkStructureType kSTypeCoopKhrFeatures = static_cast<VkStructureType>(1000506000);
+constexpr VkStructureType kSTypeCoopKhrProps = static_cast<VkStructureType>(1000506001);
+constexpr uint32_t kComponentF16 = 0, kComponentF32 = 1, kComponentBF16 = 1000141000, kScopeSubgroup = 3;
+struct Bf16Features {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 shaderBFloat16Type, shaderBFloat16DotProduct, shaderBFloat16CooperativeMatrix;
+};
+struct CoopKhrFeatures {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+};
+struct CoopKhrProps {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MSize, NSize, KSize;
+  uint32_t AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  uint32_t scope;
+};
+using GetCoopKhrProps = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopKhrProps*);
+
+// The KHR fast paths' needs (PhysInfo::coopmat_khr_f16 / coopmat_khr_bf16); bf16's features are
+// queried only where the device has VK_KHR_shader_bfloat16.
+void query_coopmat_khr(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
+  Bf16Features bf{};
+  bf.sType = kSTypeBf16Features;
+  CoopKhrFeatures cf{};
+  cf.sType = kSTypeCoopKhrFeatures;
+  cf.pNext = d->bf16 ? &bf : nullptr;
+  VkPhysicalDeviceFeatures2 f2{};
+  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  f2.pNext = &cf;
+  ctx->it.vkGetPhysicalDeviceFeatures2(p, &f2);
+  if (!cf.cooperativeMatrix) return;
+  const bool bf_ok = d->bf16 && bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
+  auto get = reinterpret_cast<GetCoopKhrProps>(
+      ctx->g.vkGetInstanceProcAddr(ctx->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  if (get == nullptr) return;
+  uint32_t n = 0;
+  if (get(p, &n, nullptr) != VK_SUCCESS || n == 0) return;
+  std::vector<CoopKhrProps> v(n);
+  for (auto& e : v) {
+    e = CoopKhrProps{};
+    e.sType = kSTypeCoopKhrProps;
+  }
+  const VkResult r = get(p, &n, v.data());
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return;
+  v.resize(n);
+  for (const auto& e : v) {
+    if (e.MSize != 16 || e.NSize != 16 || e.KSize != 16 || e.CType != kComponentF32 ||
+        e.ResultType != kComponentF32 || e.scope != kScopeSubgroup || e.AType != e.BType)
+      continue;
+    if (e.AType == kComponentF16) d->coopmat_khr_f16 = true;
+    if (e.AType == kComponentBF16 && bf_ok) d->coopmat_khr_bf16 = true;
+  }
+}
+
 }  // namespace
 
 void discover_devices(htr_plugin_ctx_t* ctx) {
@@ -165,6 +227,7 @@ void discover_devices(htr_plugin_ctx_t* ctx) {
         (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) != 0 &&
         (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0)
       query_coopmat_nv(ctx, p, &d);
+    if (d.coopmat && d.coopmat_nv && d.storage16) query_coopmat_khr(ctx, p, &d);
     d.memory_budget = has_ext(exts, "VK_EXT_memory_budget");
     d.exec_props = has_ext(exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     uint32_t qn = 0;
@@ -255,10 +318,11 @@ htr_status_t device_get_properties(htr_plugin_ctx_t* ctx, uint32_t index,
   if (kernels_supported(d)) p.capabilities |= HTR_CAP_KERNEL_IR | HTR_CAP_LIBRARY_OPS;
   if (d.timestamps) p.capabilities |= HTR_CAP_TIMERS;
   p.max_alloc_bytes = d.max_alloc != 0 ? d.max_alloc : d.device_heap_size;
-  char coop_nv[64] = "";
+  char coop_nv[96] = "";
   if (d.coopmat_nv)
-    std::snprintf(coop_nv, sizeof coop_nv, " (NV %ux%ux%u f16->f32: used)", d.coopmat_nv_m, d.coopmat_nv_n,
-                  d.coopmat_nv_k);
+    std::snprintf(coop_nv, sizeof coop_nv, " (NV %ux%ux%u f16->f32: used%s)", d.coopmat_nv_m, d.coopmat_nv_n,
+                  d.coopmat_nv_k,
+                  d.coopmat_khr_bf16 ? "; KHR 16x16x16 f16/bf16->f32" : d.coopmat_khr_f16 ? "; KHR 16x16x16 f16->f32" : "");
   std::snprintf(p.description, sizeof p.description,
                 "Vulkan %s; subgroup %u; fp16 %s, 16-bit storage %s, bf16 %s, cooperative "
                 "matrix %s%s; heap %.1f GiB%s",
@@ -313,6 +377,23 @@ htr_status_t device_open(htr_plugin_ctx_t* ctx, uint32_t index, htr_plugin_devic
     if (d.coopmat_nv) {
       f12.pNext = &coop;
       exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    }
+    Bf16Features bf{};
+    bf.sType = kSTypeBf16Features;
+    bf.shaderBFloat16Type = VK_TRUE;
+    bf.shaderBFloat16CooperativeMatrix = VK_TRUE;
+    CoopKhrFeatures ck{};
+    ck.sType = kSTypeCoopKhrFeatures;
+    ck.cooperativeMatrix = VK_TRUE;
+    if (d.coopmat_khr_f16 || d.coopmat_khr_bf16) {
+      ck.pNext = coop.pNext;
+      coop.pNext = &ck;
+      exts.push_back("VK_KHR_cooperative_matrix");
+    }
+    if (d.coopmat_khr_bf16) {
+      bf.pNext = ck.pNext;
+      ck.pNext = &bf;
+      exts.push_back("VK_KHR_shader_bfloat16");
     }
     // HTR_VK_PIPELINE_STATS=1 (diagnostics): the driver's per-pipeline statistics (registers,
     // spills, ...) are logged at INFO when a kernel's pipeline is created (vk_kernel.cc).

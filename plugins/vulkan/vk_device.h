@@ -6,7 +6,9 @@
  * features the device reports: timeline semaphores and buffer device
  * addresses (required), int64/int16/int8 arithmetic, 16/8-bit storage and
  * fp16 where present, and VK_NV_cooperative_matrix (extension + feature)
- * where it lists an f16 x f16 + f32 shape (PhysInfo::coopmat_nv). Streams
+ * where it lists an f16 x f16 + f32 shape (PhysInfo::coopmat_nv); with it,
+ * VK_KHR_cooperative_matrix where it lists a 16x16x16 f16 and/or bf16 shape and
+ * VK_KHR_shader_bfloat16 for the bf16 one (coopmat_khr_f16 / _bf16). Streams
  * share the queue (submissions serialized by queue_mu). The device's memory allocator, kernel compiler state and
  * pipeline cache hang off it and die in device_close, after the host has
  * destroyed its buffers, streams, events and kernels.

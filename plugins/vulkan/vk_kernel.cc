@@ -6,6 +6,7 @@
 // still loads: devices then lack HTR_CAP_KERNEL_IR.
 #include "vk_kernel.h"
 
+#include "vk_spirv_bf16.h"
 #include "vk_stream.h"
 
 #include "htr_sdk_args.h"
@@ -385,12 +386,13 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
 htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, const htr_sdk::ir::GlslShader& sh,
                           const std::vector<htr_sdk::ir::Arg>& args, std::vector<htr_sdk::ir::Specialization> spec,
                           std::chrono::steady_clock::time_point t0, htr_plugin_kernel_t** out_kernel,
-                          htr_kernel_compile_info_t* out_info) {
+                          htr_kernel_compile_info_t* out_info, KhrRewrite khr) {
+  const bool rewrite = khr != KhrRewrite::none;
   const htr_sdk::Host& host = device->host();
   Shaderc& sc = shaderc();
   if (!sc.ok) return host.error(HTR_STATUS_FAILED_PRECONDITION, "vulkan: %s", sc.why.c_str());
 
-  const std::string key = hex_key(sh.source + "|shaderc|vulkan1.2|O|validated");
+  const std::string key = hex_key(sh.source + "|shaderc|vulkan1.2|O|" + (khr == KhrRewrite::bf16 ? "bf16-khr-rewrite" : khr == KhrRewrite::f16 ? "f16-khr-rewrite" : "validated"));
   // HTR_VK_DUMP_GLSL=DIR: every rendered shader as DIR/<kernel>-<key>.comp (for reading/profiling).
   if (const char* dump = std::getenv("HTR_VK_DUMP_GLSL")) {
     if (*dump != '\0') {
@@ -421,12 +423,21 @@ htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, 
     const char* bytes = sc.f.result_get_bytes(res);
     spv.assign(bytes, bytes + sc.f.result_get_length(res));
     sc.f.result_release(res);
+    if (rewrite) {  // f16 NV module -> f16 / bf16 KHR module, not validated (see vk_spirv_bf16.h)
+      std::vector<uint32_t> w(spv.size() / 4), o;
+      std::memcpy(w.data(), spv.data(), w.size() * 4);
+      const std::string why = spirv_nv_f16_to_khr(w, khr == KhrRewrite::bf16, &o);
+      if (!why.empty())
+        return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: kernel %s: KHR rewrite: %s", name.c_str(), why.c_str());
+      spv.resize(o.size() * 4);
+      std::memcpy(spv.data(), o.data(), spv.size());
+    }
     // Validate with SPIRV-Tools for the same environment.
     spv_context vctx = sc.f.ctx_create(SPV_ENV_VULKAN_1_2);
     spv_validator_options vo = sc.f.vopt_create();
     spv_const_binary_t bin{reinterpret_cast<const uint32_t*>(spv.data()), spv.size() / 4};
     spv_diagnostic diag = nullptr;
-    const spv_result_t vr = sc.f.validate(vctx, vo, &bin, &diag);
+    const spv_result_t vr = rewrite ? SPV_SUCCESS : sc.f.validate(vctx, vo, &bin, &diag);
     std::string msg = (diag != nullptr && diag->error != nullptr) ? diag->error : "";
     if (diag != nullptr) sc.f.diag_destroy(diag);
     sc.f.vopt_destroy(vo);

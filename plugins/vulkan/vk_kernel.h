@@ -80,10 +80,14 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
 // cache) -> pipeline; `args` / `spec` describe the push-constant arguments as kernel_launch
 // checks and packs them (sh.push_constant_bytes, sh.args_in_buffer). Library ops with their own
 // GLSL (vk_matmul_coop) use it directly.
+// khr: the module (the f16 fast path's) is rewritten to KHR cooperative matrices after shaderc
+// (vk_spirv_bf16.h; KhrRewrite::bf16 also retypes f16 as bf16) and is not validated (Debian's
+// SPIRV-Tools cannot); an unrewritable module is UNIMPLEMENTED.
+enum class KhrRewrite { none, f16, bf16 };
 htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, const htr_sdk::ir::GlslShader& sh,
                           const std::vector<htr_sdk::ir::Arg>& args, std::vector<htr_sdk::ir::Specialization> spec,
                           std::chrono::steady_clock::time_point t0, htr_plugin_kernel_t** out_kernel,
-                          htr_kernel_compile_info_t* out_info);
+                          htr_kernel_compile_info_t* out_info, KhrRewrite khr = KhrRewrite::none);
 
 htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compile_args_t* args,
                             htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info);

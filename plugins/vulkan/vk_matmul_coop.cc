@@ -16,14 +16,40 @@
 
 namespace htr_vk {
 
-bool coopmm_config(const htr_plugin_device_t* d, bool trans_a, bool trans_b, htr_sdk::ir::CoopMmConfig* c) {
+bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a, bool trans_b,
+                   htr_sdk::ir::CoopMmConfig* c) {
   const PhysInfo& info = *d->info;
+  if (dtype == HTR_DTYPE_BF16) {
+    // bf16: KHR cooperative matrices through the SPIR-V rewrite, opt-in (HTR_VK_COOPMM_BF16=1):
+    // on the H200 it differs from the DSL kernel by NMSE 1.65e-5 at 4096 (plain and transposed;
+    // f16 NV vs KHR: 0.0), about what truncating instead of rounding the f32 -> bf16 output
+    // gives; which side rounds how is not settled (plugins/vulkan/README.md).
+    const char* e = std::getenv("HTR_VK_COOPMM_BF16");
+    if (!info.coopmat_khr_bf16 || e == nullptr || std::strcmp(e, "1") != 0) return false;
+  } else if (dtype != HTR_DTYPE_F16) {
+    return false;
+  }
   const htr_sdk::ir::GlslOptions go = glsl_options(info);
   if (go.coopmat_m != 16 || go.coopmat_n != 16 || go.coopmat_k != 16 || go.subgroup_size != 32) return false;
-  // Default: 128x128x32 over 256 invocations, two stages, prefetch depth 3 (plugins/vulkan/README.md,
-  // H200 sweep of session 7: the best reading, 168 TFLOP/s at 8192).
+  // Defaults (plugins/vulkan/README.md, H200 sweeps of session 8, TFLOP/s at 4096 / 8192, PyTorch
+  // 685 / 675 f16, 740 / 731 bf16 in the same runs):
+  //   f16 where the device lists a KHR f16 shape: 128x128x32 over 128 invocations, two stages,
+  //     depth 1, lean, through the KHR rewrite: 273 / 295 (NV form of the same kernel 175 / 187;
+  //     session 7's 128x128x32x256x2x3 154 / 166);
+  //   f16 on NV only: 128x256x32 over 512, one stage, depth 1 (the driver caps 512-invocation
+  //     kernels at 128 registers): 184 / 196;
+  //   bf16 (always KHR): 128x128x32 over 128, two stages, depth 1: 276 / 301.
   htr_sdk::ir::CoopMmConfig t;
-  t.depth = 3;
+  const bool bf16 = dtype == HTR_DTYPE_BF16;
+  if (bf16 || info.coopmat_khr_f16) {
+    t.workgroup = 128;
+    t.lean = !bf16;
+  } else {
+    t.bn = 256;
+    t.workgroup = 512;
+    t.stages = 1;
+  }
+  t.depth = 1;
   std::string opts;
   if (const char* e = std::getenv("HTR_VK_COOPMM")) {
     if (std::strcmp(e, "0") == 0) return false;
@@ -36,6 +62,7 @@ bool coopmm_config(const htr_plugin_device_t* d, bool trans_a, bool trans_b, htr
       t.workgroup = w;
       t.stages = st;
       t.depth = n >= 6 ? dp : 1;
+      t.lean = false;  // an explicit tile says its own options
     }
     if (const char* comma = std::strchr(e, ',')) opts = comma + 1;  // "TILE,OPT..." (one variable per sweep value)
   }
@@ -43,7 +70,13 @@ bool coopmm_config(const htr_plugin_device_t* d, bool trans_a, bool trans_b, htr
   // Transposed operands: on since session 7 (the H200 passed "f16 library matmul on interior tiles
   // with transposes" on this path); `notrans` keeps them on the DSL kernel.
   const bool trans_ok = opts.find("notrans") == std::string::npos;
-  t.lean = opts.find("lean") != std::string::npos;
+  if (opts.find("lean") != std::string::npos) t.lean = true;
+  if (opts.find("nolean") != std::string::npos) t.lean = false;
+  // f16 through the KHR rewrite where the device lists a KHR f16 shape (`nv`: NV cooperative
+  // matrices; `khr`: KHR or no fast path); bf16 always is KHR.
+  const bool want_nv = opts.find("nv") != std::string::npos, want_khr = opts.find("khr") != std::string::npos;
+  t.khr = bf16 || (info.coopmat_khr_f16 && !want_nv);
+  if (want_khr && !bf16 && !info.coopmat_khr_f16) return false;
   t.col_order = opts.find("col") != std::string::npos;
   const size_t g = opts.find("group=");
   if (g != std::string::npos) t.group_m = static_cast<uint32_t>(std::strtoul(opts.c_str() + g + 6, nullptr, 10));
@@ -60,12 +93,14 @@ bool coopmm_config(const htr_plugin_device_t* d, bool trans_a, bool trans_b, htr
   return true;
 }
 
-htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConfig& c, htr_plugin_kernel_t** out) {
+htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConfig& c, htr_dtype_t dtype,
+                           htr_plugin_kernel_t** out) {
+  const bool bf16 = dtype == HTR_DTYPE_BF16;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string key = "coopmm/" + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" + std::to_string(c.bk) +
                           "x" + std::to_string(c.workgroup) + "x" + std::to_string(c.stages) + (c.trans_a ? "/ta" : "") +
                           (c.trans_b ? "/tb" : "") + "/d" + std::to_string(c.depth) +
-                          (c.lean ? "/lean" : "") + (c.col_order ? "/col" : "") + "/g" + std::to_string(c.group_m);
+                          (c.lean ? "/lean" : "") + (c.col_order ? "/col" : "") + "/g" + std::to_string(c.group_m) + (bf16 ? "/bf16" : "") + (c.khr ? "/khr" : "");
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {
@@ -80,7 +115,7 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
   cfg.bm = c.bm;
   cfg.bn = c.bn;
   cfg.bk = c.bk;
-  cfg.dtype = HTR_DTYPE_F16;
+  cfg.dtype = bf16 ? HTR_DTYPE_BF16 : HTR_DTYPE_F16;
   std::vector<uint8_t> ir;
   const htr::kernels::Status st = htr::kernels::BuildMatmul(cfg, &ir);
   if (!st.message.empty()) return host.error(HTR_STATUS_INTERNAL, "vulkan: DSL matmul: %s", st.message.c_str());
@@ -95,8 +130,9 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
   sh.workgroup_size = c.workgroup;
   sh.shared_bytes = cs.shared_bytes;
   htr_plugin_kernel_t* kern = nullptr;
-  HTR_SDK_RETURN_IF_ERROR(compile_glsl(d, "matmul_coopmm", sh, k.args,
-                                       std::vector<htr_sdk::ir::Specialization>(k.args.size()), t0, &kern, nullptr));
+  HTR_SDK_RETURN_IF_ERROR(compile_glsl(d, bf16 ? "matmul_coopmm_bf16" : "matmul_coopmm", sh, k.args,
+                                       std::vector<htr_sdk::ir::Specialization>(k.args.size()), t0, &kern, nullptr,
+                                       bf16 ? KhrRewrite::bf16 : c.khr ? KhrRewrite::f16 : KhrRewrite::none));
   d->op_kernels[key] = kern;
   *out = kern;
   return nullptr;

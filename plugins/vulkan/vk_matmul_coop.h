@@ -13,8 +13,11 @@
  * column by column), and `notrans` to keep transposed operands (A as [K,M],
  * B as [N,K]) off it (on by default since the H200 passed tests/vulkan's "f16
  * library matmul on interior tiles with transposes" on this path, session 7).
- * Default: 128x128x32 over 256, two stages, depth 3. Kernels are compiled once per tile and cached in the
- * device's op_kernels (released with them).
+ * Options `khr` / `nv`: f16 through the KHR rewrite (vk_spirv_bf16.h; the default where the
+ * device lists a KHR f16 16x16x16 shape) or on NV cooperative matrices. Defaults (H200, session
+ * 8): f16 128x128x32 over 128, two stages, depth 1, lean, KHR (NV-only devices: 128x256x32 over
+ * 512, one stage); bf16 128x128x32 over 128, two stages, depth 1 (opt-in: HTR_VK_COOPMM_BF16=1).
+ * Kernels are compiled once per tile and cached in the device's op_kernels (released with them).
  */
 #ifndef HTR_VK_MATMUL_COOP_H_
 #define HTR_VK_MATMUL_COOP_H_
@@ -29,10 +32,15 @@ namespace htr_vk {
 // (no 16x16x16 f16 cooperative shape, subgroup size other than 32, HTR_VK_COOPMM=0,
 // or the tile does not fit the device's workgroup limits).
 // trans_a / trans_b: the operands are stored transposed (see htr_sdk_ir_glsl_coopmm.h).
-bool coopmm_config(const htr_plugin_device_t* d, bool trans_a, bool trans_b, htr_sdk::ir::CoopMmConfig* c);
+// dtype: f16 (NV cooperative matrices), or bf16 (the same kernel's SPIR-V rewritten to KHR
+// cooperative matrices with bf16 components, vk_spirv_bf16.h; needs PhysInfo::coopmat_khr_bf16
+// and HTR_VK_COOPMM_BF16=1, see vk_matmul_coop.cc); anything else: false.
+bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a, bool trans_b,
+                   htr_sdk::ir::CoopMmConfig* c);
 
-// The compiled kernel for `c` (12 arguments like the DSL matmul).
-htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConfig& c, htr_plugin_kernel_t** out);
+// The compiled kernel for `c` and dtype (12 arguments like the DSL matmul).
+htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConfig& c, htr_dtype_t dtype,
+                           htr_plugin_kernel_t** out);
 
 }  // namespace htr_vk
 

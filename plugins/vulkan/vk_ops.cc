@@ -266,7 +266,7 @@ htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
     const uint64_t es = htr_sdk::dtype_size(p.dtype);
     // f16 on cooperative matrices, interior-only problems: the hand-scheduled kernel (vk_matmul_coop.h).
     htr_sdk::ir::CoopMmConfig cc;
-    bool coop = p.dtype == HTR_DTYPE_F16 && coopmm_config(d, p.sak != 1, p.sbn != 1, &cc);
+    bool coop = coopmm_config(d, p.dtype, p.sak != 1, p.sbn != 1, &cc);
     for (int64_t b = 0; coop && b < p.batch; ++b) {
       const uint64_t aa = desc->inputs[0].buffer->alloc.address() + desc->inputs[0].offset + uint64_t(b * p.bsa) * es;
       const uint64_t ab = desc->inputs[1].buffer->alloc.address() + desc->inputs[1].offset + uint64_t(b * p.bsb) * es;
@@ -274,7 +274,7 @@ htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
       coop = htr_sdk::ir::coopmm_fits(cc, p.M, p.N, p.K, p.sam, p.sak, p.sbk, p.sbn, p.scm, p.scn, aa, ab, ac);
     }
     if (coop) {
-      HTR_SDK_RETURN_IF_ERROR(coopmm_kernel(d, cc, &k));
+      HTR_SDK_RETURN_IF_ERROR(coopmm_kernel(d, cc, p.dtype, &k));
       t = Tile{cc.bm, cc.bn, cc.bk, cc.workgroup};
     } else {
       HTR_SDK_RETURN_IF_ERROR(matmul_kernel(d, p.dtype, unit_mask(d, p), &t, &k));

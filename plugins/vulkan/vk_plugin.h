@@ -59,6 +59,12 @@ struct PhysInfo {
   // GLSL extension). coopmat_nv_m/n/k: that shape (16x16x16 preferred), 0 when absent.
   bool coopmat_nv = false;
   uint32_t coopmat_nv_m = 0, coopmat_nv_n = 0, coopmat_nv_k = 0;
+  // VK_KHR_cooperative_matrix + VK_KHR_shader_bfloat16 with their features (cooperativeMatrix,
+  // shaderBFloat16Type, shaderBFloat16CooperativeMatrix) and a subgroup-scope 16x16x16
+  // bf16 x bf16 + f32 -> f32 shape from vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR: the
+  // bf16 fast path (f16 kernel's SPIR-V rewritten, vk_spirv_bf16.h).
+  bool coopmat_khr_bf16 = false;
+  bool coopmat_khr_f16 = false;   // VK_KHR_cooperative_matrix with a 16x16x16 f16 x f16 + f32 shape
   bool memory_budget = false;     // VK_EXT_memory_budget
   bool exec_props = false;        // VK_KHR_pipeline_executable_properties (HTR_VK_PIPELINE_STATS)
   uint32_t device_local_type = UINT32_MAX;  // memory type for buffers

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "htr_sdk_ir_glsl.h"
 #include "htr_sdk_ir_glsl_coopmm.h"
 #include "ops/kernels/kernels.h"
+#include "plugins/vulkan/vk_spirv_bf16.h"
 
 namespace {
 
@@ -29,8 +31,9 @@ void check(bool ok, const std::string& what) {
   if (!ok) ++failures;
 }
 
-// shaderc (Vulkan 1.2, SPIR-V 1.5, performance) + SPIRV-Tools validation; "" when both pass.
-std::string compile(const std::string& src, const std::string& name) {
+// shaderc (Vulkan 1.2, SPIR-V 1.5, performance) + SPIRV-Tools validation; "" when both pass
+// (words: the module, when given).
+std::string compile(const std::string& src, const std::string& name, std::vector<uint32_t>* words = nullptr) {
   shaderc_compiler_t c = shaderc_compiler_initialize();
   shaderc_compile_options_t o = shaderc_compile_options_initialize();
   shaderc_compile_options_set_target_env(o, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
@@ -58,6 +61,7 @@ std::string compile(const std::string& src, const std::string& name) {
     err = std::string("SPIR-V validation: ") + (diag != nullptr && diag->error != nullptr ? diag->error : "?");
   if (diag != nullptr) spvDiagnosticDestroy(diag);
   spvContextDestroy(ctx);
+  if (words != nullptr) *words = spv;
   return err;
 }
 
@@ -164,6 +168,107 @@ void expect_coopmm(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t W, uint32_t s
   check(err.empty(), name + ": shaderc + SPIR-V validation" + (err.empty() ? "" : " (" + err + ")"));
 }
 
+// Opcode counts of a module.
+std::map<uint32_t, int> opcodes(const std::vector<uint32_t>& w) {
+  std::map<uint32_t, int> n;
+  for (size_t at = 5; at < w.size() && (w[at] >> 16) != 0; at += w[at] >> 16) ++n[w[at] & 0xffff];
+  return n;
+}
+
+bool has_word_pair(const std::vector<uint32_t>& w, uint32_t op_word, uint32_t operand) {
+  for (size_t at = 5; at + 1 < w.size() && (w[at] >> 16) != 0; at += w[at] >> 16)
+    if (w[at] == op_word && w[at + 1] == operand) return true;
+  return false;
+}
+
+// The bf16 rewrite of the f16 fast path's SPIR-V (vk_spirv_bf16.h): runs here on the CPU, the
+// module is not executed (lavapipe has no cooperative matrices; Debian's SPIRV-Tools cannot
+// validate it), so the checks are structural: no NV cooperative opcode left, every NV load /
+// store / multiply-add now a KHR one, three f16 (bf16) types by use plus the f32 accumulator,
+// OpTypeFloat 16 with the BFloat16KHR encoding, the capabilities and the extensions.
+void expect_bf16_rewrite(const htr_sdk::ir::CoopMmConfig& c, const std::string& name) {
+  const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(c, 49152);
+  std::vector<uint32_t> nv, khr;
+  const std::string err = sh.source.empty() ? "no source" : compile(sh.source, "coopmm", &nv);
+  check(err.empty(), "bf16 " + name + ": the f16 module compiles " + err);
+  if (!err.empty()) return;
+  if (const char* dump = std::getenv("HTR_TEST_DUMP_SPV")) {  // the f16 module, for spirv-dis
+    if (std::FILE* f = std::fopen(dump, "wb")) {
+      std::fwrite(nv.data(), 4, nv.size(), f);
+      std::fclose(f);
+    }
+  }
+  const std::string why = htr_vk::spirv_nv_f16_to_khr_bf16(nv, &khr);
+  check(why.empty(), "bf16 " + name + ": rewritten " + why);
+  if (!why.empty()) return;
+  auto a = opcodes(nv), b = opcodes(khr);
+  check(b[5358] == 0 && b[5359] == 0 && b[5360] == 0 && b[5361] == 0 && a[5361] > 0 && b[4459] == a[5361] &&
+            b[4457] == a[5359] && b[4458] == a[5360] && a[5358] == 2 && b[4456] == 4 && khr[3] >= nv[3] + 2,
+        "bf16 " + name + ": NV cooperative opcodes -> KHR (" + std::to_string(a[5361]) + " multiply-adds), 4 typed uses");
+  bool bf = false;
+  for (size_t at = 5; at + 3 < khr.size(); at += khr[at] >> 16)
+    if (khr[at] == (4u << 16 | 22u) && khr[at + 2] == 16 && khr[at + 3] == 0) bf = true;
+  check(bf && has_word_pair(khr, 2u << 16 | 17u, 6022) && has_word_pair(khr, 2u << 16 | 17u, 5116) &&
+            has_word_pair(khr, 2u << 16 | 17u, 5118) && !has_word_pair(khr, 2u << 16 | 17u, 5357),
+        "bf16 " + name + ": OpTypeFloat 16 BFloat16KHR, capabilities CooperativeMatrixKHR, BFloat16TypeKHR, "
+        "BFloat16CooperativeMatrixKHR");
+  const std::string text(reinterpret_cast<const char*>(khr.data()), khr.size() * 4);
+  check(text.find("SPV_KHR_cooperative_matrix") != std::string::npos && text.find("SPV_KHR_bfloat16") != std::string::npos &&
+            text.find("SPV_NV_cooperative_matrix") == std::string::npos,
+        "bf16 " + name + ": extensions SPV_KHR_cooperative_matrix and SPV_KHR_bfloat16, not the NV one");
+  // Every load's layout operand (word 4) is one of the uint constants 0 / 1 (RowMajor / ColumnMajor).
+  std::map<uint32_t, uint32_t> uc;
+  for (size_t at = 5; at + 3 < khr.size(); at += khr[at] >> 16)
+    if ((khr[at] & 0xffff) == 43 && (khr[at] >> 16) == 4) uc[khr[at + 2]] = khr[at + 3];
+  bool lay = true;
+  const bool want_col = c.trans_a || c.trans_b;
+  bool saw_col = false;
+  for (size_t at = 5; at + 4 < khr.size(); at += khr[at] >> 16)
+    if ((khr[at] & 0xffff) == 4457) {
+      const auto it = uc.find(khr[at + 4]);
+      lay = lay && it != uc.end() && it->second <= 1;
+      saw_col = saw_col || (it != uc.end() && it->second == 1);
+    }
+  check(lay && saw_col == want_col, "bf16 " + name + ": load layouts are RowMajor/ColumnMajor constants" +
+                                        (want_col ? " (column-major for the transposed operand)" : ""));
+}
+
+void bf16_rewrite_checks() {
+  htr_sdk::ir::CoopMmConfig c;
+  c.depth = 3;
+  expect_bf16_rewrite(c, "128x128x32/256 depth 3");
+  c.depth = 0;
+  expect_bf16_rewrite(c, "128x128x32/256 depth 0");
+  c.depth = 1;
+  c.trans_a = c.trans_b = true;
+  expect_bf16_rewrite(c, "128x128x32/256 A^T B^T");
+  c = htr_sdk::ir::CoopMmConfig{};
+  c.workgroup = 128;
+  c.lean = true;
+  expect_bf16_rewrite(c, "128x128x32/128 lean");
+  {
+    // f16 on KHR cooperative matrices (bf16 = false): only the cooperative parts change.
+    htr_sdk::ir::CoopMmConfig f;
+    std::vector<uint32_t> nv, khr;
+    const std::string err = compile(htr_sdk::ir::render_coopmm(f, 49152).source, "coopmm", &nv);
+    const std::string why = err.empty() ? htr_vk::spirv_nv_f16_to_khr(nv, false, &khr) : err;
+    auto a = opcodes(nv), b = opcodes(khr);
+    const std::string text(reinterpret_cast<const char*>(khr.data()), khr.size() * 4);
+    bool f16_plain = false;
+    for (size_t at = 5; at + 2 < khr.size(); at += khr[at] >> 16)
+      if (khr[at] == (3u << 16 | 22u) && khr[at + 2] == 16) f16_plain = true;
+    check(why.empty() && b[5361] == 0 && b[4459] == a[5361] && b[4456] == 4 && f16_plain &&
+              has_word_pair(khr, 2u << 16 | 17u, 6022) && !has_word_pair(khr, 2u << 16 | 17u, 5116) &&
+              text.find("SPV_KHR_bfloat16") == std::string::npos,
+          "f16 KHR rewrite: KHR cooperative opcodes, f16 kept, no bf16 capability or extension " + why);
+  }
+  // Refused: not SPIR-V; a module whose f16 values are used otherwise (the DSL lowering's f16
+  // cooperative matmul: f16 arithmetic on element loads, fragments through arrays).
+  std::vector<uint32_t> out;
+  check(!htr_vk::spirv_nv_f16_to_khr_bf16(std::vector<uint32_t>{1, 2, 3}, &out).empty() && out.empty(),
+        "bf16 rewrite refuses a non-module");
+}
+
 void coopmm_fit_checks() {
   htr_sdk::ir::CoopMmConfig c;  // 128x128x32
   check(htr_sdk::ir::coopmm_fits(c, 4096, 4096, 4096, 4096, 1, 4096, 1, 4096, 1, 0, 1 << 20, 2 << 20),
@@ -221,6 +326,24 @@ int main() {
     expect_coopmm(128, 128, 64, 256, 1, true, false, false, false, depth);  // one stage, 128-byte rows
   }
   expect_coopmm(128, 128, 32, 256, 2, false, false, false, false, 5);  // beyond 4
+  // depth 0 (loads issued after the MMAs) and 512-invocation tiles (the driver's register cap is 128)
+  expect_coopmm(128, 128, 32, 256, 2, true, false, false, false, 0);
+  expect_coopmm(128, 128, 32, 128, 2, true, false, false, true, 0);
+  expect_coopmm(128, 128, 64, 128, 1, true, false, false, false, 0);
+  expect_coopmm(128, 128, 32, 128, 2, true, true, true, false, 0);
+  expect_coopmm(128, 256, 32, 512, 1, true);
+  expect_coopmm(256, 128, 32, 512, 1, true);
+  expect_coopmm(128, 128, 32, 512, 2, true, false, false, false, 2);
+  {
+    htr_sdk::ir::CoopMmConfig c;  // depth 0: one register set, loaded after the MMAs, stored at once
+    c.depth = 0;
+    const std::string src = htr_sdk::ir::render_coopmm(c, 49152).source;
+    const size_t mma = src.find("coopMatMulAddNV"), ld = src.find("ra0[t] = pa.v[gA[t] + (kt + 1u) * stepA]"),
+                 st = src.find("smA[nA + sA[t]] = ra0[t]");
+    check(mma != std::string::npos && ld != std::string::npos && st != std::string::npos && mma < ld && ld < st &&
+              src.find("ra1") == std::string::npos,
+          "coopmm depth 0: the next step's loads after the MMAs, stored at once");
+  }
   {
     htr_sdk::ir::CoopMmConfig c;  // depth 3: three register sets, step kt + 3 loaded, set (kt + 1) % 3 stored
     c.depth = 3;
@@ -237,6 +360,7 @@ int main() {
   expect_coopmm(256, 256, 64, 256, 2, false);  // workgroup memory
   expect_coopmm(100, 128, 32, 256, 2, false);  // does not divide
   coopmm_fit_checks();
+  bf16_rewrite_checks();
   expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true);   // the H200 default (vk_ops.cc)
   expect(128, 128, 32, HTR_DTYPE_F16, 256, true, true);
   expect(64, 64, 32, HTR_DTYPE_F16, 128, true, true);

@@ -64,6 +64,7 @@ struct Options {
   std::string sweep_env;           // --sweep-env NAME: the library op once per value of NAME
   std::vector<std::string> sweep_values;
   std::vector<int64_t> sweep_sizes;
+  int64_t sweep_nmse_max = 0;      // --sweep-nmse-max N: NMSE against the first value only at sizes <= N (0: all)
 };
 
 std::vector<std::string> SplitList(const std::string& v, char sep) {
@@ -176,10 +177,16 @@ std::string Make(htr_device_t* dev, htr_dtype_t dt, int64_t n, Mats* m) {
 int g_warmup_ms = 300;
 
 // Runs `fn` warmup (+ until g_warmup_ms) + reps times on `st`; seconds per run.
+// The warm-up clock starts after the first run has finished: that run compiles the kernel where
+// the plugin compiles on first use (a library op's kernel, ~0.5-1 s on the H200), and counting
+// it left no warm-up at all (session 8: every new value of a sweep read ~30 TFLOP/s at 4096, the
+// same kernels 155 once compiled).
 template <class F>
 std::string Time(htr_stream_t* st, int warmup, int reps, F&& fn, double* sec) {
+  if (htr_status_t s = fn()) return Take(s);
+  if (htr_status_t s = htr_stream_synchronize(st)) return Take(s);
   const auto w0 = Clock::now();
-  for (int i = 0;; ++i) {
+  for (int i = 1;; ++i) {
     if (i >= warmup) {
       if (htr_status_t s = htr_stream_synchronize(st)) return Take(s);
       if (std::chrono::duration<double, std::milli>(Clock::now() - w0).count() >= g_warmup_ms) break;
@@ -273,8 +280,16 @@ double Nmse(htr_dtype_t dt, int64_t n, htr_tensor_t* x, htr_tensor_t* ref) {
 // (set in this process before the op runs: plugins read their tuning variables per call), one line
 // each with "env" and, from the second value on, "nmse_vs_first" (the output against the first
 // value's: a variant that computes something else fails the bench). The variable is restored after.
+// Every timed value goes to `got` (size, TFLOP/s, value): the PyTorch peer also runs the sweep's
+// sizes and each value gets a ratio line against it (impl "<label>[<value>]").
+struct SweepPoint {
+  int64_t n;
+  double tflops;
+  std::string value;
+};
 template <class Flop>
-bool Sweep(htr_stream_t* st, htr_device_t* dev, const Options& o, Flop flop, const std::string& label) {
+bool Sweep(htr_stream_t* st, htr_device_t* dev, const Options& o, Flop flop, const std::string& label,
+           std::vector<SweepPoint>* got) {
   const char* old = std::getenv(o.sweep_env.c_str());
   const std::string saved = old ? old : "";
   bool ok = true;
@@ -301,7 +316,7 @@ bool Sweep(htr_stream_t* st, htr_device_t* dev, const Options& o, Flop flop, con
         continue;
       }
       nlohmann::json extra = {{"env", o.sweep_env + "=" + o.sweep_values[i]}};
-      if (i > 0) {
+      if (i > 0 && (o.sweep_nmse_max == 0 || n <= o.sweep_nmse_max)) {
         // m and first hold the same A and B (Make's fixed seeds)
         const double nmse = Nmse(o.dtype, n, m.t[2], first.t[2]);
         extra["nmse_vs_first"] = nmse;
@@ -312,6 +327,7 @@ bool Sweep(htr_stream_t* st, htr_device_t* dev, const Options& o, Flop flop, con
         }
       }
       Out(o, label, n, flop(n) / sec / 1e12, o.reps, extra);
+      got->push_back({n, flop(n) / sec / 1e12, o.sweep_values[i]});
     }
     if (!e.empty()) {
       std::fprintf(stderr, "htr-bench matmul-gpu: sweep at %lld: %s\n", static_cast<long long>(n), e.c_str());
@@ -342,12 +358,13 @@ int RunMatmulGpu(const Args& args) {
     else if (v[i] == "--sweep-env" && has) o.sweep_env = v[++i];
     else if (v[i] == "--sweep-values" && has) o.sweep_values = SplitList(v[++i], ';');
     else if (v[i] == "--sweep-sizes" && has) o.sweep_sizes = ParseSizes(v[++i]);
+    else if (v[i] == "--sweep-nmse-max" && has) o.sweep_nmse_max = std::atoll(v[++i].c_str());
     else {
       std::fprintf(stderr,
                    "usage: htr-bench matmul-gpu [--device cuda:0] [--size N] [--dtype bf16|f16|f32] [--reps N]\n"
                    "                            [--warmup N] [--warmup-ms MS] [--dsl-sizes N,N (0: off)] [--dsl-tile BMxBNxBK]\n"
                    "                            [--python python3] [--trans-a 0|1] [--trans-b 0|1]\n"
-                   "                            [--sweep-env NAME --sweep-values 'V1;V2;..' [--sweep-sizes N,N]]\n");
+                   "                            [--sweep-env NAME --sweep-values 'V1;V2;..' [--sweep-sizes N,N] [--sweep-nmse-max N]]\n");
       return 2;
     }
   }
@@ -377,6 +394,7 @@ int RunMatmulGpu(const Args& args) {
     double tflops;
   };
   std::vector<Dsl> dsl;
+  std::vector<SweepPoint> swept;  // --sweep-env values
   std::string lib_label = "library", dsl_label = "dsl";
   do {
     if (htr_status_t s = htr_runtime_find_device(rt, o.device.c_str(), &dev)) {
@@ -395,10 +413,8 @@ int RunMatmulGpu(const Args& args) {
       fail("stream: " + Take(s));
       break;
     }
-    if (!o.sweep_env.empty() && !Sweep(st, dev, o, flop, lib_label)) {
-      rc = 1;
-      break;
-    }
+    // A failed sweep value fails the bench but not the rest of it (the default run, the peer).
+    if (!o.sweep_env.empty() && !Sweep(st, dev, o, flop, lib_label, &swept)) rc = 1;
     {
       Mats m;
       std::string e = Make(dev, o.dtype, o.size, &m);
@@ -487,8 +503,11 @@ int RunMatmulGpu(const Args& args) {
   // PyTorch in the same invocation, after our buffers are freed: every size
   // measured above, one process.
   if (!lib.empty()) {
+    std::map<int64_t, bool> peer_sizes;
+    for (const auto& kv : lib) peer_sizes[kv.first] = true;
+    for (const SweepPoint& p : swept) peer_sizes[p.n] = true;
     std::string sizes;
-    for (const auto& kv : lib) sizes += (sizes.empty() ? "" : ",") + std::to_string(kv.first);
+    for (const auto& kv : peer_sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(kv.first);
     const std::string cmd = o.python + " -c '" + kPeer + "' " + sizes + " " + htr_dtype_name(o.dtype) + " " +
                             std::to_string(o.reps) + " " + std::to_string(o.warmup) + " " +
                             std::to_string(g_warmup_ms);
@@ -512,6 +531,8 @@ int RunMatmulGpu(const Args& args) {
         if (lib.count(n)) Ratio(o, lib_label, "pytorch", n, lib[n] / pt, o.reps);
         for (const Dsl& d : dsl)
           if (d.n == n) Ratio(o, dsl_label, "pytorch", n, d.tflops / pt, o.reps);
+        for (const SweepPoint& sp : swept)
+          if (sp.n == n) Ratio(o, lib_label + "[" + sp.value + "]", "pytorch", n, sp.tflops / pt, o.reps);
       }
       if (prc != 0 || seen == 0)
         std::fprintf(stderr, "htr-bench matmul-gpu: PyTorch peer failed (rc %d): %s\n", prc, outp.c_str());
