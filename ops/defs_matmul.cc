@@ -1,5 +1,8 @@
-// matmul: batched, numpy-broadcast batch dims, trans_a / trans_b. Gradients are matmuls with
-// flipped transposes, summed over broadcast batch dims.
+// matmul: batched, numpy-broadcast batch dims, trans_a / trans_b, an optional third input `bias`
+// ([N], the output's dtype or f32) added to every row before the one rounding into the output's
+// dtype (abi/OPS.md; scheduler/bias_epilogue.h folds add(matmul, bias) into it). Gradients are
+// matmuls with flipped transposes, summed over broadcast batch dims; the bias's is dY summed over
+// every dim but the last.
 #include "infer_util.h"
 #include "ref/kernels.h"
 #include "registry.h"
@@ -25,6 +28,14 @@ Status InferMatmul(const std::vector<ValueInfo>& in, const Attrs& at, std::vecto
     return Invalid("matmul: batch dims do not broadcast: " + desc);
   batch.push_back(M);
   batch.push_back(N);
+  if (in.size() > 2) {
+    const ValueInfo& bias = in[2];
+    if (bias.shape.size() != 1 || bias.shape[0] != N)
+      return Invalid("matmul: bias must be [" + std::to_string(N) + "], got " + ShapeStr(bias.shape));
+    if (bias.dtype != in[0].dtype && bias.dtype != HTR_DTYPE_F32)
+      return Invalid(std::string("matmul: bias dtype ") + DtypeName(bias.dtype) + " is neither " +
+                     DtypeName(in[0].dtype) + " nor f32");
+  }
   *out = {ValueInfo{in[0].dtype, batch}};
   return Status::Ok();
 }
@@ -42,6 +53,12 @@ void GradMatmul(GradCtx& c) {
                    : c.b.Op1("matmul", {A, dY}, Attrs().Int("trans_a", !ta));
     c.dx[1] = SumToShape(c.b, g, c.b.Info(B).shape);
   }
+  if (c.x.size() > 2 && c.need[2]) {
+    ValueId g = SumToShape(c.b, dY, c.b.Info(c.x[2]).shape);
+    if (c.b.Info(g).dtype != c.b.Info(c.x[2]).dtype)
+      g = c.b.Op1("cast", {g}, Attrs().Str("dtype", DtypeName(c.b.Info(c.x[2]).dtype)));
+    c.dx[2] = g;
+  }
 }
 
 }  // namespace
@@ -49,7 +66,8 @@ void GradMatmul(GradCtx& c) {
 void RegisterMatmulOps(std::vector<OpDef>* defs) {
   OpDef d;
   d.name = "matmul";
-  d.min_inputs = d.max_inputs = 2;
+  d.min_inputs = 2;
+  d.max_inputs = 3;  // A, B, optional bias
   d.attrs = {IntAttr("trans_a", 0), IntAttr("trans_b", 0)};
   d.infer = InferMatmul;
   d.kernel = ref::Matmul;

@@ -709,6 +709,9 @@ Status Lowering::AdamW() {
 }
 
 Status Lowering::Matmul() {
+  // A bias (abi/OPS.md; scheduler/bias_epilogue.h folds it only where the library takes it) has no
+  // DSL epilogue: such a step runs its library op, else its reference kernel.
+  if (s_.inputs.size() > 2) return Unimpl(op_, "bias epilogue (library op or reference kernel only)");
   const auto &a = In(0), &b = In(1), &c = Out(0);
   if (!FloatDtype(c.dtype) || a.dtype != c.dtype || b.dtype != c.dtype || a.shape.size() < 2 || b.shape.size() < 2)
     return Unimpl(op_, "dtype or rank");

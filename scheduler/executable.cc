@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "api_util.h"
+#include "bias_epilogue.h"  // matmul bias folded into the library op (issue 9)
 #include "device_exec.h"
 #include "fused_exec.h"
 #include "fusion.h"
@@ -193,7 +194,7 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
     int32_t score = 0;
     htr_status_t q = nullptr;
     if (usable) {
-      q = htr_op_query(e->device, "matmul", query_in.data(), 2, &out, 1, ls.attrs.data(),
+      q = htr_op_query(e->device, "matmul", query_in.data(), static_cast<uint32_t>(query_in.size()), &out, 1, ls.attrs.data(),
                        static_cast<uint32_t>(ls.attrs.size()), &score);
     }
     for (auto* t : temps) htr_tensor_release(t);
@@ -531,7 +532,22 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
   mopt.memory_budget = opt.memory_budget;
   htr::sched::PassedGraph passed;
   if (htr_status_t st = ToC(htr::sched::ApplyMemoryPasses(graph->g, mopt, &passed, &e->memory_report))) return st;
-  const htr::sched::Graph& src_graph = *passed.result;
+  // The bias epilogue (bias_epilogue.h): add(matmul, bias) as one library matmul where the plugin
+  // takes the bias; not without library ops (then nothing could run the folded matmul but its
+  // reference kernel).
+  htr::sched::Graph bias_folded;
+  const htr::sched::Graph* src = passed.result;
+  if ((e->host_access || e->device_mode) && opt.disable_library_ops == 0 && !xs.generated_only &&
+      (props.capabilities & HTR_CAP_LIBRARY_OPS) && htr::sched::BiasEpilogueEnabledByEnv()) {
+    htr::sched::BiasEpilogueStats bst;
+    if (htr_status_t st = ToC(htr::sched::ApplyBiasEpilogue(*src, htr::sched::ProbeBiasMatmul(device), &bias_folded, &bst))) return st;
+    for (const std::string& why : bst.refusals) HTR_LOG_DEBUG_("executable: bias epilogue refused: {}", why);
+    if (bst.folded > 0) {
+      HTR_LOG_DEBUG_("executable: bias epilogue: {} matmul+add chains folded ({} bias casts)", bst.folded, bst.bias_casts);
+      src = &bias_folded;
+    }
+  }
+  const htr::sched::Graph& src_graph = *src;
   if (e->host_access || e->device_mode) {
     // Fusion pass: fused groups compiled through the plugin's kernel IR entry (scheduler/fusion.h).
     std::unique_ptr<htr::sched::Fuser> fuser;

@@ -342,12 +342,17 @@ ops::Status LowpMatmul(const ops::KernelArgs& a) {
       for (int64_t i = 0; i < n; ++i) (*w)[static_cast<size_t>(i)] = ops::F16ToF32(s[i]);
     }
   };
-  std::vector<float> wa, wb, wc(static_cast<size_t>(a.out[0].numel()));
+  std::vector<float> wa, wb, wbias, wc(static_cast<size_t>(a.out[0].numel()));
   widen(a.in[0], &wa);
   widen(a.in[1], &wb);
   ops::KernelArgs f = a;
   f.in[0] = {wa.data(), HTR_DTYPE_F32, a.in[0].shape};
   f.in[1] = {wb.data(), HTR_DTYPE_F32, a.in[1].shape};
+  if (a.in.size() > 2 && a.in[2].dtype != HTR_DTYPE_F32) {  // bias (abi/OPS.md): lowp or f32
+    if (a.in[2].dtype != d) return ops::Invalid("matmul (low precision): bias must be f32 or the operands' dtype");
+    widen(a.in[2], &wbias);
+    f.in[2] = {wbias.data(), HTR_DTYPE_F32, a.in[2].shape};
+  }
   f.out[0] = {wc.data(), HTR_DTYPE_F32, a.out[0].shape};
   HTR_OPS_RETURN_IF_ERROR(ops::ref::Matmul(f));
   uint16_t* o = a.out[0].as<uint16_t>();

@@ -17,8 +17,11 @@
 //  - a bias added to a matmul's result (an add whose other operand is, through shape ops, a rank-1
 //    state) meets the lowp-rounded product and the sum is rounded again, so a bias below half a lowp
 //    ulp of the product is lost (PyTorch's addmm under autocast rounds once, after the bias: the
-//    bf16 drift of issue 9). HTR_LOWP_BIAS=f32 runs those matmuls on lowp-rounded operands with an
-//    f32 product instead (one rounding, PyTorch's numbers; on a GPU without the tensor cores).
+//    bf16 drift of issue 9). The executable's bias-epilogue pass (bias_epilogue.h, after this
+//    one) folds such chains into the library matmul's bias input, which rounds once; this pass
+//    itself still emits the two roundings, which remain where the plugin does not take the bias
+//    (or HTR_BIAS_EPILOGUE=0). HTR_LOWP_BIAS=f32 runs those matmuls on lowp-rounded operands with
+//    an f32 product instead (one rounding; on a GPU without the tensor cores): a diagnostic.
 // The pass rewrites a copy of the graph; the caller's graph is untouched. Ownership: plain values.
 // Executables run it in the host and the device execution mode (executable.cc; not staged). In the
 // device mode every matmul is native lowp (the plugin's library op, else the DSL matmul on lowp

@@ -1,4 +1,5 @@
-// Batched matmul reference: C[b] = op(A[b]) · op(B[b]) with numpy-broadcast batch dims. Transposed
+// Batched matmul reference: C[b] = op(A[b]) · op(B[b]) (+ bias, the optional third input, added to
+// each row in the double accumulator, so the sum rounds once) with numpy-broadcast batch dims. Transposed
 // operands are first packed row-major so the inner loop is an axpy over a contiguous row of B into a
 // double accumulator row (i-k-j order).
 #include <algorithm>
@@ -25,6 +26,15 @@ void MatmulImpl(const KernelArgs& k) {
   const T* a = A.as<T>();
   const T* b = B.as<T>();
   T* c = C.as<T>();
+  // Optional bias [N]: T or f32 (abi/OPS.md), read as double.
+  std::vector<double> bias;
+  if (k.in.size() > 2) {
+    const TensorView& Bi = k.in[2];
+    bias.resize(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n)
+      bias[static_cast<size_t>(n)] = Bi.dtype == HTR_DTYPE_F32 ? static_cast<double>(Bi.as<float>()[n])
+                                                               : static_cast<double>(Bi.as<T>()[n]);
+  }
   const int64_t mat_a = M * K, mat_b = K * N;
   ParallelFor(batches * M, k.num_threads, K * N, [&](int64_t lo, int64_t hi) {
     std::vector<double> acc(static_cast<size_t>(N));
@@ -50,7 +60,11 @@ void MatmulImpl(const KernelArgs& k) {
         }
         bm = packed_b.data();
       }
-      std::fill(acc.begin(), acc.end(), 0.0);
+      if (bias.empty()) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+      } else {
+        std::copy(bias.begin(), bias.end(), acc.begin());
+      }
       double* ac = acc.data();
       for (int64_t kk = 0; kk < K; ++kk) {
         const double av = static_cast<double>(ta ? am[kk * M + i] : am[i * K + kk]);

@@ -80,10 +80,10 @@ bool to_mat2d(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Mat2D* out) {
 htr_status_t matmul_plan(const htr_sdk::Host& host, const htr_op_desc_t* desc,
                          MatmulImpl default_impl, MatmulPlan* out) {
   HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_op_desc(host, desc));
-  if (desc->num_inputs != 2 || desc->num_outputs != 1) {
+  if (desc->num_inputs < 2 || desc->num_inputs > 3 || desc->num_outputs != 1) {
     return host.error(HTR_STATUS_INVALID_ARGUMENT,
-                      "cpu: matmul takes 2 inputs and 1 output (got %u, %u)", desc->num_inputs,
-                      desc->num_outputs);
+                      "cpu: matmul takes 2 inputs (3 with a bias) and 1 output (got %u, %u)",
+                      desc->num_inputs, desc->num_outputs);
   }
   static const char* const kAttrs[] = {"trans_a", "trans_b", "alpha", "beta", "impl"};
   HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_attr_names(host, desc, kAttrs, 5));
@@ -154,6 +154,23 @@ htr_status_t matmul_plan(const htr_sdk::Host& host, const htr_op_desc_t* desc,
   p.m = m;
   p.n = n;
   p.k = ka;
+  if (desc->num_inputs == 3) {
+    const htr_plugin_tensor_t& Bi = desc->inputs[2];
+    if (Bi.rank != 1 || Bi.shape[0] != n) {
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cpu: matmul bias must be [%lld]",
+                        static_cast<long long>(n));
+    }
+    if (Bi.dtype != HTR_DTYPE_F32 && Bi.dtype != C.dtype) {
+      return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                        "cpu: matmul bias %s is neither f32 nor C's dtype %s",
+                        htr_sdk::dtype_name(Bi.dtype), htr_sdk::dtype_name(C.dtype));
+    }
+    if (n > 1 && Bi.strides[0] != 1) {
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: matmul bias must be contiguous");
+    }
+    p.has_bias = true;
+    p.bias_dtype = Bi.dtype;
+  }
   if (!to_mat2d(m, ka, ars, acs, &p.a) || !to_mat2d(ka, n, brs, bcs, &p.b) ||
       !to_mat2d(m, n, C.strides[rc - 2], C.strides[rc - 1], &p.c)) {
     return host.error(HTR_STATUS_UNIMPLEMENTED,
@@ -452,9 +469,62 @@ void piece(const MatmulPlan& p, const MatmulArgs& args, const Split& s, int64_t 
 
 }  // namespace
 
+htr_sdk::WorkError MatmulEngine::run_bias(const MatmulPlan& p, const MatmulArgs& args) {
+  const int64_t n = p.n;
+  std::vector<float> bias(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    bias[static_cast<size_t>(j)] =
+        p.bias_dtype == HTR_DTYPE_F32 ? static_cast<const float*>(args.bias)[j]
+                                      : htr_sdk::bf16_to_f32(static_cast<const uint16_t*>(args.bias)[j]);
+  }
+  MatmulPlan q = p;
+  q.has_bias = false;
+  MatmulArgs qa = args;
+  qa.bias = nullptr;
+  std::vector<float> scratch;
+  if (p.out_dtype != HTR_DTYPE_F32) {
+    // The product stays f32 (dense, row-major per batch entry) until the bias is in.
+    q.out_dtype = HTR_DTYPE_F32;
+    q.c = Mat2D{false, std::max<int64_t>(1, n)};
+    int64_t stride = p.m * n;
+    for (uint32_t d = p.batch_rank; d-- > 0;) {
+      q.c_bstride[d] = stride;
+      stride *= p.batch_shape[d];
+    }
+    scratch.resize(static_cast<size_t>(p.batch * p.m * n));
+    if (p.beta != 0.0f) {
+      for (int64_t bi = 0; bi < p.batch; ++bi) {
+        widen_bf16(static_cast<const uint16_t*>(args.c) + batch_offset(p, p.c_bstride, bi), p.m, n,
+                   p.c, scratch.data() + bi * p.m * n);
+      }
+    }
+    qa.c = scratch.data();
+  }
+  htr_sdk::WorkError e = run(q, qa);
+  if (!e.ok()) {
+    return e;
+  }
+  for (int64_t bi = 0; bi < p.batch; ++bi) {
+    float* c = static_cast<float*>(qa.c) + batch_offset(q, q.c_bstride, bi);
+    for (int64_t i = 0; i < p.m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        c[q.c.col_major ? i + j * q.c.ld : i * q.c.ld + j] += bias[static_cast<size_t>(j)];
+      }
+    }
+    if (!scratch.empty()) {
+      narrow_to_bf16(c, p.m, n, p.c,
+                     static_cast<uint16_t*>(args.c) + batch_offset(p, p.c_bstride, bi));
+    }
+  }
+  return {};
+}
+
 htr_sdk::WorkError MatmulEngine::run(const MatmulPlan& p, const MatmulArgs& args) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) {
     return {};
+  }
+  if (p.has_bias) {
+    return run_bias(p, args);
   }
   std::lock_guard<std::mutex> lock(exec_mu_);
   if (p.k == 0) {

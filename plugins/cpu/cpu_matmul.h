@@ -1,6 +1,10 @@
 /*
  * cpu_matmul.h — the `matmul` library op of the CPU plugin (abi/OPS.md):
- *   C = alpha * op(A) * op(B) + beta * C, batched, f32 and bf16.
+ *   C = alpha * op(A) * op(B) + beta * C (+ bias), batched, f32 and bf16.
+ *   The optional bias ([N], f32 or C's dtype; OPS.md) is added to the f32
+ *   product before C's one rounding: an f32 C gets the bias added in place
+ *   after the GEMM, a bf16 C is computed into f32 scratch, the bias added,
+ *   then rounded once into C.
  *
  * matmul_plan() turns an op desc into a MatmulPlan (everything the kernels
  * need, copied out of the borrowed desc) or a status:
@@ -74,6 +78,8 @@ struct MatmulPlan {
   int64_t batch = 1;  // product of batch_shape
   float alpha = 1.0f, beta = 0.0f;
   MatmulImpl impl = MatmulImpl::kAuto;
+  bool has_bias = false;                     // third input [n]
+  htr_dtype_t bias_dtype = HTR_DTYPE_F32;    // f32 or out_dtype
 };
 
 /* Pointers to element [0,...,0] of each tensor. */
@@ -81,6 +87,7 @@ struct MatmulArgs {
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;
+  const void* bias = nullptr;  // [n], plan.bias_dtype; when plan.has_bias
 };
 
 /* `default_impl` applies when the desc has no `impl` attribute or "auto"
@@ -120,6 +127,8 @@ class MatmulEngine {
   static Key key_of(const MatmulPlan& p);
   /* `slot`: the oneDNN state to use (a pool worker index, or workers() for
    * the calling thread). */
+  /* run() for a plan with a bias (see the top comment). */
+  htr_sdk::WorkError run_bias(const MatmulPlan& plan, const MatmulArgs& args);
   htr_sdk::WorkError run_impl(MatmulImpl impl, const MatmulPlan& p, const MatmulArgs& args,
                               uint32_t slot);
   htr_sdk::WorkError tune(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);

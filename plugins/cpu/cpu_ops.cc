@@ -79,10 +79,16 @@ htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
     HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->inputs[0], "A"));
     HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->inputs[1], "B"));
     HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->outputs[0], "C"));
+    if (plan.has_bias) {
+      HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->inputs[2], "bias"));
+    }
     MatmulArgs args;
     args.a = static_cast<const char*>(desc->inputs[0].buffer->ptr) + desc->inputs[0].offset;
     args.b = static_cast<const char*>(desc->inputs[1].buffer->ptr) + desc->inputs[1].offset;
     args.c = static_cast<char*>(desc->outputs[0].buffer->ptr) + desc->outputs[0].offset;
+    if (plan.has_bias) {
+      args.bias = static_cast<const char*>(desc->inputs[2].buffer->ptr) + desc->inputs[2].offset;
+    }
     MatmulEngine* engine = ctx->matmul.get();
     htr_sdk::Work work = [engine, plan, args]() { return engine->run(plan, args); };
     // A synchronous call (HTR_LAUNCH_HOST_SYNC) runs on the caller's thread

@@ -21,7 +21,8 @@ namespace {
 constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
 constexpr int CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
 constexpr int CUBLAS_OP_N = 0, CUBLAS_OP_T = 1;
-constexpr int DESC_TRANSA = 3, DESC_TRANSB = 4;
+constexpr int DESC_TRANSA = 3, DESC_TRANSB = 4, DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, DESC_BIAS_DATA_TYPE = 26;
+constexpr int32_t EPILOGUE_BIAS = 4;  // cublasLtEpilogue_t: bias broadcast over D's columns
 constexpr int LAYOUT_BATCH_COUNT = 5, LAYOUT_STRIDED_BATCH_OFFSET = 6;
 constexpr int PREF_MAX_WORKSPACE_BYTES = 1;
 constexpr int PREF_MIN_ALIGNMENT_A = 5;  // B, C, D follow
@@ -125,6 +126,7 @@ struct Problem {
   htr_dtype_t in = HTR_DTYPE_INVALID, out = HTR_DTYPE_INVALID;
   bool tf32 = false;
   float alpha = 1, beta = 0;
+  bool bias = false;  // OPS.md's optional third input: [N], C's dtype (CUBLASLT_EPILOGUE_BIAS)
 };
 
 // Checks `desc` against OPS.md's matmul and what cuBLASLt takes. On
@@ -135,9 +137,10 @@ htr_status_t analyze(const htr_sdk::Host& host, const htr_op_desc_t* desc, Probl
     return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: no library op '%s' (only matmul)", desc->op);
   static const char* const kKnown[] = {"trans_a", "trans_b", "alpha", "beta", "impl"};
   HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_attr_names(host, desc, kKnown, 5));
-  if (desc->num_inputs != 2 || desc->num_outputs != 1)
-    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul takes 2 inputs and 1 output, got %u and %u",
-                      desc->num_inputs, desc->num_outputs);
+  if (desc->num_inputs < 2 || desc->num_inputs > 3 || desc->num_outputs != 1)
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cuda: matmul takes 2 inputs (3 with a bias) and 1 output, got %u and %u", desc->num_inputs,
+                      desc->num_outputs);
   int64_t ta = 0, tb = 0;
   double alpha = 1, beta = 0;
   const char* impl = "auto";
@@ -183,6 +186,25 @@ htr_status_t analyze(const htr_sdk::Host& host, const htr_op_desc_t* desc, Probl
                       static_cast<long long>(p->M), static_cast<long long>(p->K), static_cast<long long>(kb),
                       static_cast<long long>(p->N), static_cast<long long>(p->c.r), static_cast<long long>(p->c.c));
   p->batch = p->c.batch;
+  if (desc->num_inputs == 3) {
+    // Row-major C is cuBLASLt's column-major D = C^T, whose rows are our columns: the bias vector
+    // (one value per row of D, broadcast over its columns) is exactly OPS.md's [N] bias.
+    const htr_plugin_tensor_t& Bi = desc->inputs[2];
+    if (Bi.rank != 1 || Bi.shape[0] != p->N)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul bias must be [%lld]", static_cast<long long>(p->N));
+    if (Bi.dtype != C.dtype && Bi.dtype != HTR_DTYPE_F32)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul bias dtype %d is neither C's (%d) nor f32", Bi.dtype,
+                        C.dtype);
+    if (Bi.dtype != C.dtype)  // cuBLASLt's bias has D's type outside fp8 kernels
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul bias must have C's dtype (cuBLASLt BIAS epilogue)");
+    if (Bi.shape[0] > 1 && Bi.strides[0] != 1)
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul bias must be contiguous");
+    if (p->batch > 1)
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul bias with batch dims");
+    if (p->K == 0)
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul bias with K = 0");
+    p->bias = true;
+  }
   for (const htr_plugin_tensor_t* t : {&A, &B}) {
     if (t->rank == 2) continue;
     if (t->rank != C.rank)
@@ -213,6 +235,7 @@ struct Plan {
   void* lb = nullptr;  // second (from A)
   void* lc = nullptr;
   HeuristicResult algo{};
+  std::mutex bias_mu;  // bias plans: the pointer attribute is set on `op` right before each call
   ~Plan() {
     if (api == nullptr) return;
     if (op) api->cublasLtMatmulDescDestroy(op);
@@ -271,8 +294,8 @@ BlasState* state_of(htr_plugin_device_t* dev, htr_status_t* st) {
 htr_status_t get_plan(htr_plugin_device_t* dev, BlasState* bs, const Problem& p, const uint32_t align[4],
                       Plan** out) {
   char key[512];
-  std::snprintf(key, sizeof key, "%d%d%d%d|%lld,%lld,%lld,%lld|%d%d|%lld,%lld,%lld|%lld,%lld,%lld|%d%d%d|%u,%u,%u,%u",
-                p.in, p.out, p.tf32, p.beta != 0, static_cast<long long>(p.M), static_cast<long long>(p.N),
+  std::snprintf(key, sizeof key, "%d%d%d%d%d|%lld,%lld,%lld,%lld|%d%d|%lld,%lld,%lld|%lld,%lld,%lld|%d%d%d|%u,%u,%u,%u",
+                p.in, p.out, p.tf32, p.beta != 0, p.bias, static_cast<long long>(p.M), static_cast<long long>(p.N),
                 static_cast<long long>(p.K), static_cast<long long>(p.batch), p.trans_a, p.trans_b,
                 static_cast<long long>(p.a.ld), static_cast<long long>(p.b.ld), static_cast<long long>(p.c.ld),
                 static_cast<long long>(p.a.batch_stride), static_cast<long long>(p.b.batch_stride),
@@ -299,6 +322,13 @@ htr_status_t get_plan(htr_plugin_device_t* dev, BlasState* bs, const Problem& p,
   const int32_t opb = p.a.row_major != p.trans_a ? CUBLAS_OP_N : CUBLAS_OP_T;
   api.cublasLtMatmulDescSetAttribute(plan->op, DESC_TRANSA, &opa, sizeof opa);
   api.cublasLtMatmulDescSetAttribute(plan->op, DESC_TRANSB, &opb, sizeof opb);
+  if (p.bias) {
+    const int32_t epi = EPILOGUE_BIAS, bias_type = cuda_type(p.out);
+    if (int r = api.cublasLtMatmulDescSetAttribute(plan->op, DESC_EPILOGUE, &epi, sizeof epi))
+      return fail(r, "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+    if (int r = api.cublasLtMatmulDescSetAttribute(plan->op, DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type))
+      return fail(r, "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
+  }
   auto layout = [&](const Mat& m, int type, void** l) -> int {
     const uint64_t rows = static_cast<uint64_t>(m.row_major ? m.c : m.r);
     const uint64_t cols = static_cast<uint64_t>(m.row_major ? m.r : m.c);
@@ -352,9 +382,10 @@ htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* des
   const htr_sdk::Host& host = dev->host();
   Problem p;
   HTR_SDK_RETURN_IF_ERROR(analyze(host, desc, &p));
-  const htr_plugin_tensor_t* ts[3] = {&desc->inputs[0], &desc->inputs[1], &desc->outputs[0]};
-  uint64_t addr[3];
-  for (int i = 0; i < 3; ++i) {
+  const htr_plugin_tensor_t* ts[4] = {&desc->inputs[0], &desc->inputs[1], &desc->outputs[0],
+                                       p.bias ? &desc->inputs[2] : nullptr};
+  uint64_t addr[4] = {0, 0, 0, 0};
+  for (int i = 0; i < (p.bias ? 4 : 3); ++i) {
     const htr_plugin_tensor_t& t = *ts[i];
     if (t.buffer == nullptr)
       return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d has no buffer", i);
@@ -362,7 +393,7 @@ htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* des
       return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d is on cuda:%u, stream on cuda:%u", i,
                         t.buffer->device->index, dev->index);
     uint64_t end = 0;
-    HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, &t, &end, i == 2 ? "C" : (i ? "B" : "A")));
+    HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, &t, &end, i == 3 ? "bias" : i == 2 ? "C" : (i ? "B" : "A")));
     if (end > t.buffer->size)
       return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d reaches byte %llu of a %llu-byte buffer", i,
                         static_cast<unsigned long long>(end), static_cast<unsigned long long>(t.buffer->size));
@@ -387,11 +418,24 @@ htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* des
   HTR_SDK_RETURN_IF_ERROR(get_plan(dev, bs, p, align, &plan));
   if (stream->workspace == 0)
     HTR_SDK_RETURN_IF_ERROR(dev->pool->alloc(kWorkspaceBytes, &stream->workspace, &stream->workspace_class));
-  const int r = bs->api->cublasLtMatmul(
-      bs->handle, plan->op, &p.alpha, reinterpret_cast<const void*>(addr[1]), plan->la,
-      reinterpret_cast<const void*>(addr[0]), plan->lb, &p.beta, reinterpret_cast<const void*>(addr[2]), plan->lc,
-      reinterpret_cast<void*>(addr[2]), plan->lc, plan->algo.algo, reinterpret_cast<void*>(stream->workspace),
-      kWorkspaceBytes, stream->cu_stream);
+  auto call = [&] {
+    return bs->api->cublasLtMatmul(
+        bs->handle, plan->op, &p.alpha, reinterpret_cast<const void*>(addr[1]), plan->la,
+        reinterpret_cast<const void*>(addr[0]), plan->lb, &p.beta, reinterpret_cast<const void*>(addr[2]), plan->lc,
+        reinterpret_cast<void*>(addr[2]), plan->lc, plan->algo.algo, reinterpret_cast<void*>(stream->workspace),
+        kWorkspaceBytes, stream->cu_stream);
+  };
+  int r = 0;
+  if (p.bias) {
+    // The descriptor is shared by every launch of this plan: the pointer and the call that reads
+    // it happen under the plan's lock (cublasLtMatmul reads the descriptor before it returns).
+    std::lock_guard<std::mutex> lock(plan->bias_mu);
+    const void* bias_ptr = reinterpret_cast<const void*>(addr[3]);
+    r = bs->api->cublasLtMatmulDescSetAttribute(plan->op, DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr);
+    if (r == 0) r = call();
+  } else {
+    r = call();
+  }
   if (r != 0) return host.error(blas_code(r), "cuda:%u: cublasLtMatmul failed (status %d)", dev->index, r);
   return nullptr;
 }

@@ -22,9 +22,16 @@
  *     shape/dtype/layout key in the device's BlasState; the workspace
  *     (32 MiB) is per stream (from the device pool), so streams never share
  *     one.
- *   - Epilogues (bias, GELU): OPS.md's matmul has no bias input or epilogue
- *     attribute, so none is exposed; cuBLASLt's CUBLASLT_EPILOGUE_GELU_BIAS
- *     is ready to be wired once OPS.md grows them.
+ *   - Bias (OPS.md's optional third input, [N]): CUBLASLT_EPILOGUE_BIAS. Our
+ *     row-major C is cuBLASLt's column-major D = C^T, whose rows are our
+ *     columns, so the bias vector (one value per row of D) is the [N] bias,
+ *     added to the f32 accumulator before D's one rounding. Bias dtype must
+ *     equal C's (cuBLASLt's rule outside fp8), contiguous, no batch dims,
+ *     K > 0; otherwise UNIMPLEMENTED, so the host adds the bias itself. The
+ *     bias pointer is a descriptor attribute: set under the plan's lock right
+ *     before each cublasLtMatmul. GELU epilogues are not exposed (OPS.md has
+ *     no epilogue attribute); the bias gradient (BGRADA: its A is our dY^T,
+ *     reduced over k) is not wired yet.
  */
 #ifndef HTR_CUDA_BLASLT_H_
 #define HTR_CUDA_BLASLT_H_

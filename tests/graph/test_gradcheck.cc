@@ -152,6 +152,9 @@ TEST_CASE("gradients match finite differences: matmul, attention, embedding, los
   CheckGrad({"matmul", {{{3, 4}}, {{5, 4}}}, Attrs().Int("trans_b", 1)});
   CheckGrad({"matmul", {{{2, 4, 3}}, {{2, 5, 4}}}, Attrs().Int("trans_a", 1).Int("trans_b", 1)});
   CheckGrad({"matmul", {{{2, 1, 3, 4}}, {{3, 4, 2}}}, {}});
+  // The optional bias (abi/OPS.md; scheduler/bias_epilogue.h): its gradient sums dY over rows.
+  CheckGrad({"matmul", {{{3, 4}}, {{4, 5}}, {{5}}}, {}});
+  CheckGrad({"matmul", {{{2, 3, 4}}, {{6, 4}}, {{6}}}, Attrs().Int("trans_b", 1)});
   CheckGrad({"scaled_dot_product_attention", {{{2, 4, 3}}, {{2, 4, 3}}, {{2, 4, 2}}}, {}});
   CheckGrad({"scaled_dot_product_attention", {{{2, 3, 3}}, {{2, 5, 3}}, {{2, 5, 2}}},
              Attrs().Int("causal", 0).Float("scale", 0.7)});
