@@ -22,11 +22,16 @@
 // iteration that repeats the body's scalar code (as the block lowering's).
 // A loop's two B tiles that are one access read in both orientations (K^T
 // and K in the dQ kernel, Q^T/Q and dO^T/dO in the dK/dV kernel: same
-// pointer argument, shapes [a,b] and [b,a]) are staged once per iteration
-// where the run-time boxes (htr_at_same_t) show the same elements and the
-// two orientations differ, so the staged bytes are the same: the second
-// fill is skipped and its dot reads the first tile (a per-buffer bit says
-// which).
+// pointer argument, shapes [a,b] and [b,a]) are staged once per iteration.
+// Where the affine descriptors prove it (same pointer parts with the dims'
+// coefficients swapped, same mask terms with their dims swapped:
+// same_transposed) the second tile has no buffer at all and its dot reads
+// the first one's bytes in the opposite orientation, where the buffers would
+// otherwise leave room for fewer than two blocks per SM (session 8: the
+// backward kernels at D = 128, 160/128 KB -> 96 KB); otherwise (and where
+// no proof is found) the run-time boxes (htr_at_same_t) decide per
+// iteration whether the second fill is skipped (a per-buffer bit says which
+// tile its dot reads).
 // Warps: W = the largest power of two dividing R/16 up to the target's
 // max_warps (8 by default; HTR_CUDA_BLOCK_WARPS), FM = R/(16 W) slabs each.
 // Staged A operands outside the loop are held as register fragments, in
@@ -46,6 +51,9 @@
 #include "htr_sdk_c_spell.h"
 #include "htr_sdk_ir_block.h"
 #include "htr_sdk_render_cuda_aff.h"
+
+#include <cctype>
+#include <map>
 
 
 namespace htr_sdk::ir {
@@ -136,6 +144,15 @@ HTR_INLINE bool htr_at_same_t(const A& f, const B& g, int64_t d0, int64_t d1) {
   const htr_box a = htr_box_of(f, d1, d0), b = htr_box_of(g, d0, d1);
   return a.fast && b.fast && a.any == b.any && a.o == b.o && a.s0 == b.s1 && a.s1 == b.s0 && a.lo0 == b.lo1 &&
          a.hi0 == b.hi1 && a.lo1 == b.lo0 && a.hi1 == b.hi0;
+}
+// e^x as one ex2.approx.ftz (after x * log2 e): __expf's non-ftz ex2 costs
+// three more instructions per element for results below 2^-126, which the
+// attention kernels round to bf16/f16 (P) or add to a sum of >= 1 (the
+// forward's row sums) anyway.
+HTR_INLINE float htr_at_exp(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  return y;
 }
 // Packs two floats into bf16 (BF) or f16 halves, lo in the low half.
 template <bool BF> HTR_INLINE uint32_t htr_at_pack(float lo, float hi) {
@@ -305,8 +322,24 @@ class AttnRenderer {
             aff_.ptrs[lx.operands[0]].base != aff_.ptrs[ly.operands[0]].base)
           continue;
         ry.twin = static_cast<int>(x);
+        ry.same = same_transposed(lx, ly);
         break;
       }
+    }
+    // A twin proven the same elements as its partner (for every program and iteration) has no
+    // buffer of its own where the buffers would leave room for fewer than two blocks per SM:
+    // at D = 128 both backward kernels' shared memory shrinks (dK/dV 160 -> 96 KB, dQ 128 ->
+    // 96 KB) and two blocks share an SM (H200, B8 H12 T4096: bwd 8.15 -> 5.76 ms). Below that
+    // the run-time form stays: at D = 64 the static form made ptxas give the specialized dQ
+    // kernel 228 registers instead of 168 (2 blocks per SM instead of 3; dQ 0.116 -> 0.132 ms).
+    uint32_t full = 0;
+    for (const Region& r : regions_) full += r.bytes * (r.in_loop ? 2 : 1);
+    if (2 * full <= t.smem_bytes)
+      for (Region& r : regions_) r.same = false;
+    smem_ = 0;
+    for (Region& r : regions_) {
+      r.offset = smem_;
+      if (!r.same) smem_ += r.bytes * (r.in_loop ? 2 : 1);
     }
     // Programs are independent, so blocks may take them in any order: where the loop's trip count
     // grows with program_id(0) (causal query tiles), the longest programs start first.
@@ -379,7 +412,78 @@ class AttnRenderer {
     // two accesses turn out at run time to be each other's transpose, staged in opposite
     // orientations, the bytes staged are the same: the twin's copy is skipped.
     int twin = -1;
+    // The twin's access is its partner's transposed, proven from the affine descriptors when the
+    // program is rendered (same_transposed): the partner's staged bytes are always the ones this
+    // tile needs (staged in the partner's orientation, so this tile's is the opposite one), and
+    // it is never staged itself (no buffer, no run-time test).
+    bool same = false;
   };
+
+  // The full C expression of a coefficient: names of affine definitions (CoefDef) replaced by
+  // their expressions, recursively, so that two accesses' coefficients compare as text (other
+  // names are the program's scalars, one name per value).
+  std::string expand(const Coef& c, int depth = 0) const {
+    if (c.known) return std::to_string(c.k);
+    return expand_text(c.name, depth);
+  }
+  std::string expand_text(const std::string& e, int depth) const {
+    if (depth > 16) return e;
+    std::string out;
+    for (size_t i = 0; i < e.size();) {
+      const char ch = e[i];
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) {
+        out += ch;
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      while (j < e.size() && (std::isalnum(static_cast<unsigned char>(e[j])) || e[j] == '_')) ++j;
+      const std::string id = e.substr(i, j - i);
+      const auto it = coef_defs_.find(id);
+      out += it == coef_defs_.end() ? id : "(" + expand_text(it->second, depth + 1) + ")";
+      i = j;
+    }
+    return out;
+  }
+  bool same_coef(const Coef& a, const Coef& b) const {
+    if (a.known != b.known) return false;
+    return a.known ? a.k == b.k : expand(a) == expand(b);
+  }
+  // True when load y ([b,a]) reads, at (i, j), the element load x ([a,b]) reads at (j, i), under
+  // the same mask, for every value of the program's scalars: the same pointer parts with the
+  // two dims' coefficients swapped, and the same mask terms with their dims swapped.
+  bool same_transposed(const Op& lx, const Op& ly) {
+    if (coef_defs_.empty())
+      for (const auto& defs : aff_.defs)
+        for (const CoefDef& d : defs) coef_defs_[d.name] = d.expr;
+    const AffinePtr& px = aff_.ptrs[lx.operands[0]];
+    const AffinePtr& py = aff_.ptrs[ly.operands[0]];
+    if (!px.ok() || px.base != py.base || px.parts.size() != py.parts.size()) return false;
+    for (size_t j = 0; j < px.parts.size(); ++j) {
+      const Affine& a = px.parts[j];
+      const Affine& b = py.parts[j];
+      if (a.dtype != b.dtype || a.rank != 2 || b.rank != 2 || !same_coef(a.c0, b.c0) || !same_coef(a.c[0], b.c[1]) ||
+          !same_coef(a.c[1], b.c[0]))
+        return false;
+    }
+    if ((lx.operands.size() > 1) != (ly.operands.size() > 1)) return false;
+    if (lx.operands.size() < 2) return true;
+    const AffineMask& mx = aff_.masks[lx.operands[1]];
+    const AffineMask& my = aff_.masks[ly.operands[1]];
+    if (!mx.ok || !my.ok || mx.terms.size() != my.terms.size()) return false;
+    std::vector<bool> used(my.terms.size(), false);
+    for (const MaskTerm& tx : mx.terms) {
+      bool found = false;
+      for (size_t k = 0; k < my.terms.size() && !found; ++k) {
+        const MaskTerm& ty = my.terms[k];
+        if (used[k] || tx.pred != ty.pred || tx.cond != ty.cond) continue;
+        const bool dims = tx.dim < 0 ? ty.dim < 0 : ty.dim == 1 - tx.dim;
+        if (dims && same_coef(tx.x0, ty.x0) && same_coef(tx.y, ty.y)) found = used[k] = true;
+      }
+      if (!found) return false;
+    }
+    return true;
+  }
 
   static bool no(std::string* why, const std::string& w) {
     *why = w;
@@ -608,6 +712,7 @@ class AttnRenderer {
   // Address of a staged B tile in this iteration: its twin's copy where that one was used.
   std::string b_addr(const Region& r) const {
     if (r.twin < 0) return region_addr(r);
+    if (r.same) return region_addr(regions_[static_cast<size_t>(r.twin)]);
     return "(((htr_sh" + std::to_string(r.value) + " >> (uint32_t)(htr_j & 1)) & 1u) ? " +
            region_addr(regions_[static_cast<size_t>(r.twin)]) + " : " + region_addr(r) + ")";
   }
@@ -931,6 +1036,7 @@ class AttnRenderer {
                                ", " + T + ">(" + region_addr(*r, "htr_jf") + ", " + base + ", s.a" +
                                std::to_string(r->value) + ", " + (r->bop ? v(r->value) + "_tr" : std::string("false")) +
                                ");";
+        if (r->same) continue;  // its partner's bytes
         if (r->twin < 0) {
           line(fl);
           continue;
@@ -951,13 +1057,15 @@ class AttnRenderer {
     // Transposition of each staged B operand, decided from iteration 0.
     for (const Region* r : lr) {
       if (r->bop) line("bool " + v(r->value) + "_tr = false;");
-      if (r->twin >= 0) line("uint32_t htr_sh" + std::to_string(r->value) + " = 0;");
+      if (r->twin >= 0 && !r->same) line("uint32_t htr_sh" + std::to_string(r->value) + " = 0;");
     }
     line("if (htr_n > 0) {");
     ++depth_;
     if (!lr.empty()) line("const htr_step_t s = htr_step(0);");
     for (const Region* r : lr)
-      if (r->bop)
+      if (r->bop && r->same)  // read from its partner's bytes, staged in the partner's orientation
+        line(v(r->value) + "_tr = !" + v(regions_[static_cast<size_t>(r->twin)].value) + "_tr;");
+      else if (r->bop)
         line(v(r->value) + "_tr = htr_at_tr(s.a" + std::to_string(r->value) + ", " +
              std::to_string(type(r->value).shape[0]) + ", " + std::to_string(type(r->value).shape[1]) + ");");
     --depth_;
@@ -1009,8 +1117,8 @@ class AttnRenderer {
   }
 
   // Scalar spellings: the per-thread renderer's (htr_sdk_ir_render.cc),
-  // except exp, which is __expf here (ex2.approx; the attention kernels'
-  // probabilities are rounded to bf16/f16 before their dot anyway).
+  // except exp, which is htr_at_exp here (ex2.approx.ftz; the attention
+  // kernels' probabilities are rounded to bf16/f16 before their dot anyway).
   std::string scalar_expr(const Op& op, uint32_t r) const {
     auto in = [&](size_t j) { return v(op.operands[j]); };
     const htr_dtype_t d0 = op.operands.empty() ? HTR_DTYPE_INVALID : type(op.operands[0]).dtype;
@@ -1042,14 +1150,15 @@ class AttnRenderer {
       default: return "0";
     }
   }
-  // The shared C spellings (htr_sdk_c_spell.h); exp alone is __expf here.
+  // The shared C spellings (htr_sdk_c_spell.h); exp alone is htr_at_exp here (f32).
   static std::string rnd(htr_dtype_t d, const std::string& x) { return CSpelling::rnd(d, x); }
   static std::string literal(htr_dtype_t d, int64_t bits) { return CSpelling::literal(d, bits); }
   static std::string binary_expr(uint16_t op, htr_dtype_t d, const std::string& a, const std::string& b) {
     return CSpelling::binary_expr(op, d, a, b);
   }
   std::string unary_expr(uint16_t op, htr_dtype_t d, const std::string& x) const {
-    return op == HTR_KIR_OP_EXP ? "__expf(" + x + ")" : sp_.unary_expr(op, d, x);
+    if (op == HTR_KIR_OP_EXP) return (d == HTR_DTYPE_F32 ? "htr_at_exp(" : "__expf(") + x + ")";
+    return sp_.unary_expr(op, d, x);
   }
   std::string cast_expr(htr_dtype_t from, htr_dtype_t to, const std::string& x) const {
     return sp_.cast_expr(from, to, x);
@@ -1066,6 +1175,7 @@ class AttnRenderer {
   std::vector<uint32_t> producer_;
   std::vector<bool> inline_;
   std::vector<Region> regions_;
+  std::map<std::string, std::string> coef_defs_;  // CoefDef name -> expression (same_transposed)
   uint32_t for_op_ = UINT32_MAX;
   bool reverse_ = false;
   uint32_t R_ = 0, W_ = 1, FM_ = 1, smem_ = 0;

@@ -45,6 +45,27 @@ std::vector<std::vector<uint8_t>> Kernels(const k::AttentionConfig& c) {
   return v;
 }
 
+// Specializations of a kernel's H, T, D and stride_<tensor>_<b|h|t|d> arguments for contiguous
+// [B, H, T, D] tensors (what the attention rewrite bakes in; the scale stays an argument).
+std::vector<ir::Specialization> ContiguousSpec(const ir::Kernel& kern, int64_t H, int64_t T, int64_t D) {
+  std::vector<ir::Specialization> spec(kern.args.size());
+  for (size_t i = 0; i < kern.args.size(); ++i) {
+    const std::string& n = kern.args[i].name;
+    int64_t v = -1;
+    if (n == "H") v = H;
+    else if (n == "T") v = T;
+    else if (n == "D") v = D;
+    else if (n.rfind("stride_", 0) == 0 && n.size() > 2) {
+      const char c = n.back();
+      v = c == 'b' ? H * T * D : c == 'h' ? T * D : c == 't' ? D : c == 'd' ? 1 : -1;
+    }
+    if (v < 0) continue;
+    spec[i].set = true;
+    spec[i].i = v;
+  }
+  return spec;
+}
+
 TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", "[render]") {
   const htr_test_cuda::Nvrtc nv;
   if (!nv.ok()) {
@@ -87,20 +108,64 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
           // through its broadcasts, is tested for the warp's whole tile first).
           const size_t at_all = r.source.find("htr_at_all(");  // its definition in the prelude
           CHECK((at_all != std::string::npos && r.source.find("htr_at_all(", at_all + 1) != std::string::npos));
-          // Tiles read in both orientations (K^T and K; Q^T/Q and dO^T/dO) are staged once where
-          // they are the same bytes: one twin test per pair in the loop's fill.
+          // Tiles read in both orientations (K^T and K; Q^T/Q and dO^T/dO) are staged once. Where
+          // their buffers would leave room for fewer than two blocks per SM (D = 128), their affine
+          // descriptors prove them the same elements: the second has no buffer and no run-time
+          // test, its dot reads the first one's bytes in the opposite orientation (a `_tr = !v`
+          // line). Elsewhere a run-time test per pair in the loop's fill (before the loop and in
+          // it) skips the second fill.
           const size_t pairs = ki == 0 ? 0 : ki == 1 ? 1 : 2;
-          size_t found = 0;
+          size_t found = 0, flips = 0;
           for (size_t at = r.source.find("const bool htr_same = "); at != std::string::npos;
                at = r.source.find("const bool htr_same = ", at + 1))
             ++found;
-          CHECK(found == 2 * pairs);  // the fill before the loop and the one inside it
+          for (size_t at = r.source.find("_tr = !v"); at != std::string::npos; at = r.source.find("_tr = !v", at + 1))
+            ++flips;
+          if (ki > 0) {
+            // Two A tiles [R, bd] outside the loop, two double-buffered B tiles [bd, L] inside it,
+            // plus one double-buffered [L, bd] per twin that keeps its buffer (dQ: R = bm, L = bn;
+            // dK/dV: R = bn, L = bm), 2 bytes an element.
+            const uint32_t R = ki == 1 ? tc.bm : tc.bn, L = ki == 1 ? tc.bn : tc.bm;
+            const uint32_t lean = 4u * R * bd + 8u * bd * L, full = lean + static_cast<uint32_t>(pairs) * 4u * bd * L;
+            const bool proven = 2 * full > target.smem_bytes;
+            CHECK(launch.smem_bytes == (proven ? lean : full));
+            CHECK(found == (proven ? 0 : 2 * pairs));
+            CHECK(flips == (proven ? pairs : 0));
+          } else {
+            CHECK(found == 0);
+            CHECK(flips == 0);
+          }
           std::string text;
           const int rc = nv.compile(r.source, &text);
           INFO(text);
           CHECK(rc == 0);
         }
       }
+  // Specialized as the attention rewrite compiles them (H, T, D and every stride baked in:
+  // scheduler/attention_fusion.cc's Scalars): still the warp-row lowering, and NVRTC compiles them.
+  for (uint32_t bd : {64u, 128u}) {
+    const auto irs = Kernels(Cfg(bd, HTR_DTYPE_BF16));
+    for (size_t ki = 0; ki < irs.size(); ++ki) {
+      ir::Kernel kern;
+      ir::Analysis an;
+      REQUIRE(ir::read(irs[ki].data(), irs[ki].size(), &kern).ok());
+      REQUIRE(ir::verify(kern, &an).ok());
+      const int64_t H = 12, T = bd == 64 ? 1024 : 4096, D = bd;
+      const std::vector<ir::Specialization> spec = ContiguousSpec(kern, H, T, D);
+      ir::CudaTarget target;
+      target.smem_bytes = 227 * 1024;
+      ir::Rendered r;
+      ir::CudaLaunch launch;
+      REQUIRE(ir::render_cuda(kern, an, spec, target, &r, &launch).ok());
+      INFO(kern.name << " bd " << bd << " specialized: " << launch.lowering);
+      CHECK(launch.lowering.rfind("block-attn", 0) == 0);
+      htr_test_cuda::DumpSource(kern.name + "_" + std::to_string(bd) + "_bf16_spec.cu", r.source);
+      std::string text;
+      const int rc = nv.compile(r.source, &text);
+      INFO(text);
+      CHECK(rc == 0);
+    }
+  }
   // f32 attention keeps the per-thread lowering (no tensor cores for f32), and so does the
   // one-kernel bf16 backward (nested loops, stores inside them).
   std::vector<uint8_t> one;
@@ -187,10 +252,24 @@ htr_kernel_launch_arg_t FA(double v) {
   return a;
 }
 
+// Compiles and launches; with `spec`, every integer scalar argument (H, T, D, the strides) is baked
+// in from `args` as the attention rewrite does (scheduler/attention_fusion.cc), the scale is not.
 void Launch(htr_device_t* dev, const std::vector<uint8_t>& bytes, uint32_t g0, uint32_t g1,
-            const std::vector<htr_kernel_launch_arg_t>& args) {
+            const std::vector<htr_kernel_launch_arg_t>& args, bool spec = false) {
+  std::vector<htr_kernel_scalar_t> sc;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].kind != HTR_KERNEL_ARG_INT) continue;
+    htr_kernel_scalar_t x{};
+    x.arg_index = static_cast<uint32_t>(i);
+    x.i = args[i].i;
+    sc.push_back(x);
+  }
+  htr_kernel_compile_options_t opt{};
+  opt.struct_size = sizeof opt;
+  opt.specializations = sc.data();
+  opt.num_specializations = static_cast<uint32_t>(sc.size());
   htr_kernel_t* kern = nullptr;
-  htr_status_t s = htr_kernel_compile(dev, bytes.data(), bytes.size(), nullptr, &kern);
+  htr_status_t s = htr_kernel_compile(dev, bytes.data(), bytes.size(), spec ? &opt : nullptr, &kern);
   INFO((s ? htr_status_message(s) : "compiled"));
   REQUIRE(s == nullptr);
   const uint32_t grid[3] = {g0, g1, 1};
@@ -278,7 +357,11 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
     // Query tiles of 64 rows (4 warps) and 128 rows (8 warps of 16 rows at the plugin's default
     // HTR_CUDA_BLOCK_WARPS; 4 warps of 32 rows where it is 4, as a process-wide setting): the dK/dV
     // kernel keeps 64-row key tiles.
-    for (const uint32_t bm : {64u, 128u}) {
+    // Variants: 64-row query tiles, 128-row ones, 64-row ones specialized (shapes and strides baked in,
+    // as in training).
+    for (const int variant : {0, 1, 2}) {
+      const uint32_t bm = variant == 1 ? 128u : 64u;
+      const bool spec = variant == 2;
       // The query tile sets the forward's and dQ's rows; dK/dV keeps 64x64 (its rows are the key tile,
       // and a 128-row query step at D = 128 needs more shared memory than a block has).
       auto irs = Kernels(Cfg(sh.bd, HTR_DTYPE_BF16, bm, 64));
@@ -297,15 +380,15 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
       const uint32_t tiles = static_cast<uint32_t>((T + bm - 1) / bm), bh = static_cast<uint32_t>(B * H);
       std::vector<htr_kernel_launch_arg_t> fa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tl), IA(H), IA(T), IA(D), FA(scale)};
       strides(&fa, 4);
-      Launch(dev, irs[0], tiles, bh, fa);
+      Launch(dev, irs[0], tiles, bh, fa, spec);
       std::vector<htr_kernel_launch_arg_t> qa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tdo), TA(tl), TA(tdl), TA(tdq),
                                                  IA(H), IA(T), IA(D), FA(scale)};
       strides(&qa, 6);
-      Launch(dev, irs[1], tiles, bh, qa);
+      Launch(dev, irs[1], tiles, bh, qa, spec);
       std::vector<htr_kernel_launch_arg_t> ka = {TA(tq), TA(tk), TA(tv), TA(tdo), TA(tl), TA(tdl), TA(tdk), TA(tdv),
                                                  IA(H), IA(T), IA(D), FA(scale)};
       strides(&ka, 6);
-      Launch(dev, irs[2], static_cast<uint32_t>((T + 63) / 64), bh, ka);
+      Launch(dev, irs[2], static_cast<uint32_t>((T + 63) / 64), bh, ka, spec);
       auto as_double16 = [&](htr_tensor_t* t) {
         const auto b = Read(t, n * 2);
         std::vector<double> d(n);
@@ -323,10 +406,10 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
         std::memcpy(&f, bl.data() + i * 4, 4);
         gl[i] = f;
       }
-      INFO("B " << B << " H " << H << " T " << T << " D " << D << " tile " << bm << "x64");
+      INFO("B " << B << " H " << H << " T " << T << " D " << D << " tile " << bm << "x64" << (spec ? " specialized" : ""));
       const double e_o = Nmse(o, as_double16(to)), e_l = Nmse(lse, gl), e_q = Nmse(dq, as_double16(tdq)),
                    e_k = Nmse(dk, as_double16(tdk)), e_v = Nmse(dv, as_double16(tdv));
-      WARN("tile " << bm << "x64: attention bf16 NMSE vs double: O " << e_o << " lse " << e_l << " dQ " << e_q << " dK " << e_k << " dV " << e_v);
+      WARN("tile " << bm << "x64" << (spec ? " specialized" : "") << ": attention bf16 NMSE vs double: O " << e_o << " lse " << e_l << " dQ " << e_q << " dK " << e_k << " dV " << e_v);
       // bf16 outputs (relative rounding 2^-9) and bf16 P / dS before their dots.
       CHECK(e_o <= 1e-4);
       CHECK(e_l <= 1e-6);

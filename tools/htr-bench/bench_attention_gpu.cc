@@ -8,7 +8,13 @@
 //
 //   htr-bench attention-gpu [--device cuda:0] [--shapes B,H,T,D;...]
 //                           [--tiles BMxBN,...] [--reps N] [--warmup N]
-//                           [--python python3] [--no-peer]
+//                           [--python python3] [--no-peer] [--specialize 0|1]
+//
+// --specialize 1 (the default) bakes H, T, D and every stride into the
+// kernels as compile-time constants, as the attention rewrite does in
+// training (scheduler/attention_fusion.cc, Scalars); 0 passes them as launch
+// arguments (the bench before session 8: its backward read 1.5x the training
+// profile's attention_grad at the same shape).
 //
 // Each tile choice (`--tiles`, default 64x64,128x64,64x128,128x128) is timed
 // for each of the three kernels; the best tile of each kernel is htr's number
@@ -105,6 +111,7 @@ struct Options {
   std::vector<Tile> tiles = {Tile{64, 64}, Tile{128, 64}, Tile{64, 128}, Tile{128, 128}};
   int reps = 20, warmup = 3;
   bool peer = true;
+  bool specialize = true;
 };
 
 std::string Take(htr_status_t s) {
@@ -125,6 +132,10 @@ bool Parse(const Args& a, Options* o) {
       o->reps = std::max(1, std::atoi(v[++i].c_str()));
     } else if (v[i] == "--warmup" && has) {
       o->warmup = std::max(0, std::atoi(v[++i].c_str()));
+    } else if (v[i] == "--specialize" && has) {
+      const std::string x = v[++i];
+      if (x != "0" && x != "1") return false;
+      o->specialize = x == "1";
     } else if (v[i] == "--no-peer") {
       o->peer = false;
     } else if (v[i] == "--shapes" && has) {
@@ -172,6 +183,7 @@ void Out(const Options& o, const std::string& impl, const Shape& s, const std::s
   l.extra = extra;
   l.extra["dtype"] = "bf16";
   l.extra["causal"] = true;
+  l.extra["specialized"] = o.specialize;
   Emit(l);
 }
 
@@ -185,7 +197,29 @@ struct Kern {
   }
 };
 
-std::string Compile(htr_device_t* dev, const Tile& t, int64_t D, Kern* out) {
+// The integer scalars the attention rewrite specializes (H, T, D, then each tensor's strides
+// b, h, t, d; the scale stays an argument), for contiguous [B, H, T, D] tensors: kernel i has
+// `pointers` pointer arguments first, then H, T, D, scale, then 4 strides per tensor.
+std::vector<htr_kernel_scalar_t> SpecOf(const Shape& s, uint32_t pointers, uint32_t tensors) {
+  std::vector<htr_kernel_scalar_t> v;
+  auto add = [&](uint32_t idx, int64_t x) {
+    htr_kernel_scalar_t k{};
+    k.arg_index = idx;
+    k.i = x;
+    v.push_back(k);
+  };
+  add(pointers, s.H);
+  add(pointers + 1, s.T);
+  add(pointers + 2, s.D);
+  for (uint32_t t = 0; t < tensors; ++t) {
+    const int64_t st[4] = {s.H * s.T * s.D, s.T * s.D, s.D, 1};
+    for (uint32_t j = 0; j < 4; ++j) add(pointers + 4 + 4 * t + j, st[j]);
+  }
+  return v;
+}
+
+std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool specialize, Kern* out) {
+  const int64_t D = s.D;
   htr::kernels::AttentionConfig c;
   c.bm = t.bm;
   c.bn = t.bn;
@@ -196,8 +230,17 @@ std::string Compile(htr_device_t* dev, const Tile& t, int64_t D, Kern* out) {
   if (!htr::kernels::BuildAttentionForward(c, &ir[0]).ok() || !htr::kernels::BuildAttentionBackwardDq(c, &ir[1]).ok() ||
       !htr::kernels::BuildAttentionBackwardDkDv(c, &ir[2]).ok())
     return "building the attention kernels failed";
-  for (int i = 0; i < 3; ++i)
-    if (htr_status_t s = htr_kernel_compile(dev, ir[i].data(), ir[i].size(), nullptr, &out->k[i])) return Take(s);
+  // Argument lists as MakeCalls builds them: 5 / 8 / 8 pointers, 4 / 6 / 6 strided tensors.
+  const uint32_t pointers[3] = {5, 8, 8}, tensors[3] = {4, 6, 6};
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<htr_kernel_scalar_t> spec = SpecOf(s, pointers[i], tensors[i]);
+    htr_kernel_compile_options_t opt{};
+    opt.struct_size = sizeof opt;
+    opt.specializations = spec.data();
+    opt.num_specializations = static_cast<uint32_t>(spec.size());
+    if (htr_status_t st = htr_kernel_compile(dev, ir[i].data(), ir[i].size(), specialize ? &opt : nullptr, &out->k[i]))
+      return Take(st);
+  }
   // A kernel that falls off the block lowering at this tile (too much shared memory, say) would
   // run one thread per program: not timed at this tile (the other kernels are).
   int usable = 0;
@@ -333,7 +376,8 @@ int RunAttentionGpu(const Args& args) {
   if (!Parse(args, &o)) {
     std::fprintf(stderr,
                  "usage: htr-bench attention-gpu [--device cuda:0] [--shapes B,H,T,D;...] [--tiles BMxBN,...]\n"
-                 "                              [--reps N] [--warmup N] [--python python3] [--no-peer]\n");
+                 "                              [--reps N] [--warmup N] [--python python3] [--no-peer]\n"
+                 "                              [--specialize 0|1]\n");
     return 2;
   }
   htr_runtime_t* rt = nullptr;
@@ -371,7 +415,7 @@ int RunAttentionGpu(const Args& args) {
     for (const Tile& t : o.tiles) {
       Kern k;
       const auto c0 = Clock::now();
-      std::string e = Compile(dev, t, s.D, &k);
+      std::string e = Compile(dev, t, s, o.specialize, &k);
       const double compile_s = std::chrono::duration<double>(Clock::now() - c0).count();
       const std::string tile = std::to_string(t.bm) + "x" + std::to_string(t.bn);
       if (!e.empty()) {
@@ -502,7 +546,7 @@ int RunAttentionGpu(const Args& args) {
         htr_tensor_t* ins[3] = {b.q, b.k, b.v};
         for (int i = 0; i < 3 && e.empty(); ++i)
           if (htr_status_t st2 = htr_tensor_copy_from_host(ins[i], in[i].data(), in[i].size() * 2, nullptr)) e = Take(st2);
-        if (e.empty()) e = Compile(d2, o.tiles[0], s0.D, &k);
+        if (e.empty()) e = Compile(d2, o.tiles[0], s0, o.specialize, &k);
         if (e.empty()) {
           const Calls c = MakeCalls(s0, o.tiles[0], b);
           if (htr_status_t st2 = htr_kernel_launch(nullptr, k.k[0], c.grid[0], c.a[0].data(),
