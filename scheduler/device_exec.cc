@@ -3,6 +3,7 @@
 // device-to-device copies only; the stream is waited for once, at the end.
 #include "device_exec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -51,6 +52,86 @@ htr_status_t ResolveExecSettings(const char* execution, const char* kernels, Exe
   else if (kern == "generated") out->generated_only = true;
   else return Err(HTR_STATUS_INVALID_ARGUMENT, "kernels '" + kern + "' (HTR_KERNELS): auto or generated");
   return nullptr;
+}
+
+namespace {
+
+// Ops whose generated kernel (and reference loop) reads each input element at the output's index
+// before storing that index: a state read and written by one of them may be updated in place.
+bool SameIndexOp(const std::string& n) {
+  static const char* const kOps[] = {"add", "sub", "mul", "div", "maximum", "minimum", "add_scalar",
+                                     "mul_scalar", "pow_scalar", "clamp", "neg", "exp", "log", "tanh",
+                                     "sqrt", "rsqrt", "abs", "sigmoid", "relu", "gelu", "unary_grad",
+                                     "where", "cast", "adamw_update"};
+  for (const char* k : kOps) {
+    if (n == k) return true;
+  }
+  return false;
+}
+
+// Step `s` may read state value `old` while writing `v` (same dtype and shape) in place.
+bool ReadsInPlaceSafely(const Program& p, const Step& s, ValueId v) {
+  if (s.fused < 0) return SameIndexOp(s.def->name);
+  const FusedGroup& g = p.fused[static_cast<size_t>(s.fused)];
+  if (g.launches.size() != 1) return false;
+  if (g.name == "adamw_multi") return true;  // adamw_fusion.h: one update per index and tensor
+  const auto& shape = p.values[v].info.shape;
+  for (const Step& m : g.members) {
+    if (!SameIndexOp(m.def->name)) return false;
+    for (ValueId o : m.outputs) {
+      if (p.values[o].info.shape != shape) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+uint32_t AssignInPlace(Program* p) {
+  if (std::optional<std::string> e = htr::rt::ReadEnv("HTR_ASSIGN_IN_PLACE");
+      e && (*e == "0" || *e == "off" || *e == "false"))
+    return 0;
+  const size_t nv = p->values.size(), ns = p->steps.size();
+  std::vector<int64_t> producer(nv, -1);
+  std::vector<uint32_t> last_read(nv, 0);
+  std::vector<bool> read(nv, false), alias_read(nv, false), output(nv, false);
+  std::vector<uint32_t> assigned_to(nv, 0);
+  for (size_t i = 0; i < ns; ++i) {
+    const Step& s = p->steps[i];
+    for (ValueId v : s.outputs) producer[v] = s.alias ? -2 : static_cast<int64_t>(i);
+    for (ValueId v : s.inputs) {
+      read[v] = true;
+      last_read[v] = static_cast<uint32_t>(i);
+      if (s.alias) alias_read[v] = true;
+    }
+  }
+  for (const Port& o : p->outputs) output[o.value] = true;
+  for (const Port& st : p->states) {
+    if (st.assigned != kNoValue) ++assigned_to[st.assigned];
+  }
+  uint32_t n = 0;
+  for (size_t i = 0; i < p->states.size(); ++i) {
+    const ValueId old = p->states[i].value, v = p->states[i].assigned;
+    if (v == kNoValue || v == old || producer[v] < 0 || assigned_to[v] != 1 || alias_read[v]) continue;
+    const Slot& vs = p->slots[v];
+    const ValueInfo &vi = p->values[v].info, &oi = p->values[old].info;
+    if (vs.kind != SlotKind::kArena || vs.bytes == 0 || vs.bytes != p->slots[old].bytes || vi.dtype != oi.dtype ||
+        vi.shape != oi.shape)
+      continue;
+    if (output[old] || assigned_to[old] != 0 || alias_read[old]) continue;
+    const size_t at = static_cast<size_t>(producer[v]);
+    if (read[old] && last_read[old] > at) continue;
+    const Step& s = p->steps[at];
+    const bool step_reads_old = std::find(s.inputs.begin(), s.inputs.end(), old) != s.inputs.end();
+    if (step_reads_old && !ReadsInPlaceSafely(*p, s, v)) continue;
+    Slot& sl = p->slots[v];
+    sl.kind = SlotKind::kState;
+    sl.index = static_cast<uint32_t>(i);
+    sl.offset = 0;
+    ++n;
+  }
+  if (n > 0) HTR_LOG_INFO_("device executable: {} of {} assignments write their state in place", n, p->states.size());
+  return n;
 }
 
 DeviceExec::~DeviceExec() {

@@ -50,6 +50,19 @@ struct ExecSettings {
 // value.
 htr_status_t ResolveExecSettings(const char* execution, const char* kernels, ExecSettings* out);
 
+// Assignments in place (device mode, before any binding): an assigned value that is produced by
+// a step of this program gets its state's slot (SlotKind::kState, that state's port), so the step
+// writes the new contents straight into the state tensor and Assign has nothing to copy (gpt2:
+// 444 device copies a step, params and both moments, ~3 GB of traffic). Taken only where that
+// cannot change a result: the value is an arena value of the state's dtype and shape, made by one
+// step that is not a reshape alias and read by no alias; it is assigned to that state alone; the
+// state's old value is no output, assigned to no state, read by no later step, and, when the
+// producing step reads it, that step reads and writes each index in the same program (an
+// elementwise op, adamw_update, an elementwise fused group over the value's shape, or the
+// multi-tensor AdamW group), as ApplyInPlace's in-place steps. The value's arena bytes stay
+// planned (unused). HTR_ASSIGN_IN_PLACE=0 turns it off. Returns how many assignments it took.
+uint32_t AssignInPlace(Program* p);
+
 class DeviceExec {
  public:
   DeviceExec(htr_device_t* device, bool host_access) : device_(device), host_access_(host_access) {}

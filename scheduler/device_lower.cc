@@ -379,7 +379,7 @@ Status Lowering::LayerNormGrad() {
   out_->scratch_bytes = {static_cast<uint64_t>(rows) * 4, static_cast<uint64_t>(rows) * 4};
   HTR_OPS_RETURN_IF_ERROR(Launch(
       "layernorm_backward",
-      [&](std::vector<uint8_t>* ir) { return K::BuildLayerNormBackward(HTR_DTYPE_F32, block, ir); },
+      [&](std::vector<uint8_t>* ir) { return K::BuildLayerNormBackward(HTR_DTYPE_F32, block, ir, block >= cols); },
       {Val(InV(0)), Val(InV(1)), Val(InV(2)), Val(OutV(0)), Scr(0), Scr(1), Int(cols),
        Flt(s_.attrs.GetFloat("eps", 1e-5))},
       static_cast<uint32_t>(rows)));

@@ -94,7 +94,8 @@ Status BuildLayerNormGradAdd(const Program& p, size_t a, size_t b, ValueId r, Fu
   g->members = {ln, add};
   g->scratch_bytes = {static_cast<uint64_t>(rows) * 4, static_cast<uint64_t>(rows) * 4};
   FusedLaunch l;
-  HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackwardResidual(HTR_DTYPE_F32, block, &l.ir), g->name));
+  HTR_OPS_RETURN_IF_ERROR(
+      FromLang(kernels::BuildLayerNormBackwardResidual(HTR_DTYPE_F32, block, &l.ir, block >= cols), g->name));
   l.args = {FusedArg::Value(ln.inputs[0]), FusedArg::Value(ln.inputs[1]), FusedArg::Value(ln.inputs[2]),
             FusedArg::Value(r),            FusedArg::Value(add.outputs[0]), FusedArg::Scratch(0),
             FusedArg::Scratch(1),          FusedArg::Int(cols, true),       FusedArg::Float(ln.attrs.GetFloat("eps"))};

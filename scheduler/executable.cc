@@ -555,7 +555,7 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       e->fusion.reset(new htr::sched::FusedExec(device, threads, e->device_mode));
       htr::sched::FusedExec* fx = e->fusion.get();
       fuser.reset(new htr::sched::Fuser([fx](const htr::sched::FusedGroup& g, std::string* why) { return fx->Compile(g, why); },
-                                        e->device_mode));
+                                        e->device_mode, fx->tile_rows()));
       // Compiles the groups' kernels concurrently first (parallel_compile.h; HTR_COMPILE_THREADS).
       const auto t0 = std::chrono::steady_clock::now();
       htr::sched::PrecompileFusion(src_graph, reuse, threads, e->device_mode, fx, htr::sched::CompileThreads());
@@ -569,6 +569,7 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
     // Lowp matmuls left on their reference kernel (host mode; device-mode fallbacks).
     htr::sched::InstallLowpKernels(&e->program);
     if (reuse) htr::sched::ApplyInPlace(&e->program);  // in-place elementwise steps (memory_report.h)
+    if (e->device_mode) htr::sched::AssignInPlace(&e->program);  // states written in place (device_exec.h)
     if (fuser) e->fusion_stats = fuser->stats();
   } else {
     if (htr_status_t st = ToC(htr::sched::HostEngine::Create(src_graph, reuse, threads, &e->engine))) return st;

@@ -26,6 +26,15 @@ bool FusionForcedByEnv() {
   return v && (*v == "force" || *v == "all");
 }
 
+bool TileRowsFor(htr_device_t* device) {
+  if (std::optional<std::string> v = htr::rt::ReadEnv("HTR_TILE_ROWS")) {
+    if (*v == "1" || *v == "on" || *v == "true") return true;
+    if (*v == "0" || *v == "off" || *v == "false") return false;
+  }
+  const char* plugin = device ? htr_device_plugin_name(device) : nullptr;
+  return plugin && std::strcmp(plugin, "cuda") == 0;
+}
+
 namespace {
 
 constexpr int kTuneReps = 5;
@@ -136,6 +145,8 @@ bool FusedExec::Compile(const FusedGroup& g, std::string* why) {
       return false;
     }
   }
+  for (const FusedLaunch& l : g.launches)  // e.g. whether a row group runs tiled (grid y > 1)
+    HTR_LOG_DEBUG_("fusion: {} launch grid {} x {} x {}", g.name, l.grid[0], l.grid[1], l.grid[2]);
   if (!tune_) return true;
   std::string key;
   for (const FusedLaunch& l : g.launches) key += Key(l) + "#";

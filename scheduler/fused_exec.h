@@ -58,6 +58,11 @@ htr_status_t BindLaunchArgs(const Program& p, const FusedLaunch& l, const std::v
 bool FusionEnabledByEnv();
 // HTR_FUSION=force (or "all"): fuse every group that compiles, without the auto-tune.
 bool FusionForcedByEnv();
+// Whether the device mode's elementwise groups over non-power-of-two rows build tiled
+// (fused_kernel.h, BuildFusedLaunches' tile_rows) on `device`: HTR_TILE_ROWS=1/on/true or
+// 0/off/false decides, else only on the cuda plugin, where it was measured to help (the cpu JIT's
+// affine path does not see through the tiled index's / and %, so there it costs speed).
+bool TileRowsFor(htr_device_t* device);
 
 class FusedExec {
  public:
@@ -65,7 +70,10 @@ class FusedExec {
   // auto-tune times the unfused ops; 0: the hardware concurrency.
   // `device_mode`: the executable runs in the device execution mode (no auto-tune, see above).
   explicit FusedExec(htr_device_t* device, uint32_t threads = 0, bool device_mode = false)
-      : device_(device), threads_(threads), tune_(!device_mode && !FusionForcedByEnv()) {}
+      : device_(device),
+        threads_(threads),
+        tune_(!device_mode && !FusionForcedByEnv()),
+        tile_rows_(device_mode && TileRowsFor(device)) {}
   ~FusedExec();
   FusedExec(const FusedExec&) = delete;
   FusedExec& operator=(const FusedExec&) = delete;
@@ -78,6 +86,8 @@ class FusedExec {
   void Precompile(const std::vector<FusedLaunch>& launches, unsigned threads);
   // Whether Compile times groups (the host mode's auto-tune).
   bool tunes() const { return tune_; }
+  // The device mode on a device where tiled row groups help (TileRowsFor): the Fuser's tile_rows.
+  bool tile_rows() const { return tile_rows_; }
   // After the program's arena and states exist: resolves every fused step's arguments.
   htr_status_t Bind(const Program& p, htr_tensor_t* arena, const std::vector<htr_tensor_t*>& states);
   bool Handles(const Program& p, size_t step) const { return bound_ && p.steps[step].fused >= 0; }
@@ -101,6 +111,7 @@ class FusedExec {
   std::map<std::string, htr_kernel_t*> cache_;
   std::map<std::string, std::pair<bool, std::string>> tuned_;  // group key -> (fused faster, note)
   bool tune_;
+  bool tile_rows_;
   std::vector<std::vector<Bound>> groups_;  // per Program::fused
   std::vector<htr_tensor_t*> owned_;
   bool bound_ = false;

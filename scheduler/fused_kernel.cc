@@ -427,7 +427,7 @@ Status BuildSpecial(const Program& p, FusedGroup* g) {
   const uint32_t block = std::min<uint32_t>(Pow2AtLeast(cols), 1024);
   g->scratch_bytes = {static_cast<uint64_t>(rows) * 4, static_cast<uint64_t>(rows) * 4};
   FusedLaunch a;
-  HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackward(HTR_DTYPE_F32, block, &a.ir), n));
+  HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackward(HTR_DTYPE_F32, block, &a.ir, block >= cols), n));
   a.args = {ValueArg(s.inputs[0]), ValueArg(s.inputs[1]), ValueArg(s.inputs[2]), ValueArg(s.outputs[0]),
             ScratchArg(0), ScratchArg(1), IntArg(cols, true), FloatArg(s.attrs.GetFloat("eps"))};
   a.grid[0] = static_cast<uint32_t>(rows);

@@ -43,7 +43,7 @@ bool IsSpecialStep(const Program& p, const Step& s);
 
 // Fills group->launches and group->scratch_bytes. `inputs` are the group's external inputs and
 // `outputs` the member outputs it stores (both as in the fused step). `tile_rows` (the device
-// mode's GPU-shaped kernels): a group of elementwise members only (binary/unary ops, casts,
+// mode on the cuda plugin, or HTR_TILE_ROWS=1: fused_exec.h TileRowsFor): a group of elementwise members only (binary/unary ops, casts,
 // unary_grad, every output of the full shape) whose rows are not a power of two runs tiled: a
 // program covers `seg` columns (the largest power of two dividing cols; at least 64, else the row
 // layout) of 2048 / seg consecutive rows, lane e at row e / seg, column e % seg of its block, grid

@@ -146,7 +146,7 @@ Status Fuser::Rewrite(Program* p) {
       fg.name += (fg.name.empty() ? "" : "+") + s.def->name;
       fg.members.push_back(s);
     }
-    Status st = BuildFusedLaunches(*p, in, out, &fg, device_mode_);
+    Status st = BuildFusedLaunches(*p, in, out, &fg, tile_rows_);
     std::string why;
     if (st.ok() && !OfferGroup(*p, accept_, &fg, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
     if (!st.ok()) {

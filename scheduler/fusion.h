@@ -60,9 +60,11 @@ class Fuser final : public StepRewriter {
   // dtypes and shapes (data NULL, num_threads unset).
   using Accept = std::function<bool(const FusedGroup& group, std::string* why)>;
   // `device_mode`: the program runs in the device execution mode (device_exec.h); the multi-tensor
-  // AdamW and epilogue rewrites (adamw_fusion.h, epilogue_fusion.h) run then too.
-  explicit Fuser(Accept accept = nullptr, bool device_mode = false)
-      : accept_(std::move(accept)), device_mode_(device_mode) {}
+  // AdamW and epilogue rewrites (adamw_fusion.h, epilogue_fusion.h) run then too. `tile_rows`
+  // (device mode only): elementwise groups over non-power-of-two rows build tiled
+  // (fused_kernel.h; FusedExec::tile_rows says where).
+  explicit Fuser(Accept accept = nullptr, bool device_mode = false, bool tile_rows = false)
+      : accept_(std::move(accept)), device_mode_(device_mode), tile_rows_(device_mode && tile_rows) {}
   Status Rewrite(Program* program) override;
   const FusionStats& stats() const { return stats_; }
   // One line per rejected group ("softmax: <why>"), for logs and tests.
@@ -71,6 +73,7 @@ class Fuser final : public StepRewriter {
  private:
   Accept accept_;
   bool device_mode_;
+  bool tile_rows_;
   FusionStats stats_;
   std::vector<std::string> rejections_;
 };

@@ -64,7 +64,7 @@ void PrecompileFusion(const Graph& graph, bool reuse, uint32_t threads, bool dev
         launches.insert(launches.end(), g.launches.begin(), g.launches.end());
         return true;
       },
-      device_mode);
+      device_mode, fx->tile_rows());
   Program scratch;
   const Status st = Compile(graph, reuse, threads, &scratch, &dry);
   if (!st.ok()) {

@@ -167,7 +167,9 @@ Status BuildEmbeddingGradRows(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t 
                               std::vector<uint8_t>* ir);
 Status BuildGeluBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildSoftmaxBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
-Status BuildLayerNormBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+// whole_row: cols <= block at every launch (one loop-free pass, x/dy/weight loaded once; the
+// looped form's operations in its order, layernorm_backward.cc).
+Status BuildLayerNormBackward(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir, bool whole_row = false);
 Status BuildLayerNormBackwardParams(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildCrossEntropyBackward(htr_dtype_t dtype, htr_dtype_t target_dtype, uint32_t block,
                                  std::vector<uint8_t>* ir);
@@ -175,7 +177,8 @@ Status BuildCrossEntropyCount(htr_dtype_t target_dtype, uint32_t block, std::vec
 Status BuildCrossEntropyMean(htr_dtype_t target_dtype, uint32_t block, std::vector<uint8_t>* ir);
 Status BuildCrossEntropyWithGrad(htr_dtype_t dtype, htr_dtype_t target_dtype, uint32_t block,
                                  std::vector<uint8_t>* ir);
-Status BuildLayerNormBackwardResidual(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildLayerNormBackwardResidual(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir,
+                                      bool whole_row = false);
 
 // GELU (tanh form, as the graph op) and its derivative on f32 values, for
 // kernels that inline them (e.g. the scheduler's fused kernels).

@@ -6,6 +6,12 @@
 //    variant adds a residual gradient r: dx = r + that, one store instead of a separate add);
 //  - per column block (grid ceil(cols/block)): dweight = sum_r dy * xhat,
 //    dbias = sum_r dy, rows visited in order.
+// `whole_row` (the caller knows cols <= block): the row kernel has no loops; x, dy and weight are
+// loaded once and stay in registers (the looped form reads x four times and dy and weight twice:
+// one pass per statistic). Same operations and sums in the same order (each accumulator starts
+// from a zero tile, as the loop's single trip does): bit-identical to the looped form under the IR's
+// semantics (the interpreter); compiled code may contract products into FMAs differently where the
+// looped form recomputes a value the row form keeps (dx within float rounding, mean/rstd equal).
 #include "ops/kernels/kernels.h"
 
 namespace htr::kernels {
@@ -16,6 +22,36 @@ namespace {
 
 // With `residual`: an extra input r (after dy) and dx = r + the LayerNorm gradient, in f32 (the
 // residual branch's gradient sum fused as an epilogue).
+Status BuildWholeRow(htr_dtype_t dt, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
+  Builder b(residual ? "layernorm_backward_residual_row" : "layernorm_backward_row");
+  Value X = b.arg_ptr("x", dt, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", dt, true);
+  Value R;
+  if (residual) R = b.arg_ptr("residual", dt, true);
+  Value DX = b.arg_ptr("dx", dt), Mean = b.arg_ptr("mean", HTR_DTYPE_F32), Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32);
+  Value cols = b.arg_scalar("cols", HTR_DTYPE_I32);
+  Value eps = b.arg_scalar("eps", HTR_DTYPE_F32);
+  Value row = b.program_id(0);
+  Value c = b.arange(0, static_cast<int32_t>(block));
+  Value m = c < cols;
+  Value zero = b.zeros({block}, HTR_DTYPE_F32);
+  Value at = row * cols + c;
+  auto ld = [&](Value P) { return b.cast(b.load(P + at, m), HTR_DTYPE_F32); };  // 0 on masked lanes
+  Value n = b.cast(cols, HTR_DTYPE_F32);
+  Value x = ld(X);
+  Value mean = b.sum(zero + x, 0) / n;
+  Value d = b.where(m, x - mean, 0.0);
+  Value rstd = rsqrt(b.sum(zero + d * d, 0) / n + eps);
+  Value g = ld(DY) * b.cast(b.load(W + c, m), HTR_DTYPE_F32);
+  Value xh = (x - mean) * rstd;
+  Value mg = b.sum(zero + g, 0) / n, mgx = b.sum(zero + g * xh, 0) / n;
+  Value dx = rstd * (g - mg - xh * mgx);
+  if (residual) dx = ld(R) + dx;
+  b.store(DX + at, b.cast(dx, dt), m);
+  b.store(Mean + row, mean);
+  b.store(Rstd + row, rstd);
+  return b.serialize(ir);
+}
+
 Status Build(htr_dtype_t dt, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
   Builder b(residual ? "layernorm_backward_residual" : "layernorm_backward");
   Value X = b.arg_ptr("x", dt, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", dt, true);
@@ -68,12 +104,12 @@ Status Build(htr_dtype_t dt, uint32_t block, bool residual, std::vector<uint8_t>
 
 }  // namespace
 
-Status BuildLayerNormBackward(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
-  return Build(dt, block, false, ir);
+Status BuildLayerNormBackward(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir, bool whole_row) {
+  return whole_row ? BuildWholeRow(dt, block, false, ir) : Build(dt, block, false, ir);
 }
 
-Status BuildLayerNormBackwardResidual(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {
-  return Build(dt, block, true, ir);
+Status BuildLayerNormBackwardResidual(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir, bool whole_row) {
+  return whole_row ? BuildWholeRow(dt, block, true, ir) : Build(dt, block, true, ir);
 }
 
 Status BuildLayerNormBackwardParams(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {

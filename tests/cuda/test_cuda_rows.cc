@@ -229,6 +229,35 @@ TEST_CASE("row programs of 512+ elements take the chunked vector path and compil
   }
 }
 
+// The row lowering's block size (htr_sdk_render_cuda.h rows_supported / row_threads_for): a
+// program with a FOR loop keeps one thread per lane of its longest tile (capped), a loop-free one
+// gets a thread per 8-element chunk. The looped LayerNorm backward of 1024 lanes must get the cap
+// (256; under session 8's first policy it got 128 and ran 199 us a call in the gpt2 step), its
+// whole-row form (no loop) 1024 / 8 = 128. Rendering only: no NVRTC, no GPU.
+TEST_CASE("row lowering: looped programs keep a thread per lane, loop-free ones a thread per chunk", "[render]") {
+  namespace ir = htr_sdk::ir;
+  struct Want {
+    bool whole_row;
+    uint32_t threads;
+  };
+  for (const Want w : {Want{false, 256}, Want{true, 128}}) {
+    std::vector<uint8_t> bytes;
+    REQUIRE(k::BuildLayerNormBackward(HTR_DTYPE_F32, 1024, &bytes, w.whole_row).ok());
+    ir::Kernel kern;
+    ir::Analysis an;
+    REQUIRE(ir::read(bytes.data(), bytes.size(), &kern).ok());
+    REQUIRE(ir::verify(kern, &an).ok());
+    ir::CudaTarget target;
+    target.row_threads = 256;
+    ir::Rendered r;
+    ir::CudaLaunch launch;
+    REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
+    INFO((w.whole_row ? "whole row: " : "looped: ") << launch.lowering);
+    CHECK(launch.lowering.rfind("row ", 0) == 0);
+    CHECK(launch.threads == w.threads);
+  }
+}
+
 // ---- [gpu] ----
 
 size_t Size(htr_dtype_t d) {
