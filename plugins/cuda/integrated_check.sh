@@ -6,11 +6,11 @@
 #
 # pack: plugins/cuda/device_check.sh pack (htr-train, benches, tests, cuda plugin, corpus) plus the
 # cpu plugin (oneDNN and OpenBLAS xz-packed to stay under the carry limit), the vulkan plugin,
-# test_cuda_attention and tools/compare_loss_curve.py.
+# test_cuda_attention, test_cuda_rows and tools/compare_loss_curve.py.
 # run: sections from $SECTIONS (default: all, in this order; each bounded by `timeout`):
 #   parity     tiny 50 steps cpu:0 vs cuda:0 (whole-step graphs and row kernels on; then HTR_GRAPHS=0),
 #              worst per-step relative loss difference
-#   gpu        test_cuda_kernels [gpu], test_cuda_attention [gpu]
+#   gpu        test_cuda_kernels [gpu], test_cuda_attention [gpu], test_cuda_rows [gpu]
 #   conform    htr-conform on the cuda plugin
 #   attention  htr-bench-gpu attention-gpu (B8 H12 T1024 D64 and T4096 D128, bf16, causal) with
 #              PyTorch SDPA in the same run
@@ -32,8 +32,10 @@ pack)
   S=$(cd "$(dirname "$0")/../.." && pwd)
   bash "$S/plugins/cuda/device_check.sh" pack "$B" "$D" >/dev/null || exit 1
   cp -L "$B/plugins/cpu/libhtr_cpu.so" "$B/plugins/vulkan/libhtr_vulkan.so" "$D/plugins/"
-  [ -x "$B/tests/cuda/test_cuda_attention" ] && cp -L "$B/tests/cuda/test_cuda_attention" "$D/bin/"
-  for f in "$D/plugins/libhtr_cpu.so" "$D/plugins/libhtr_vulkan.so" "$D/bin/test_cuda_attention"; do
+  for t in test_cuda_attention test_cuda_rows; do
+    [ -x "$B/tests/cuda/$t" ] && cp -L "$B/tests/cuda/$t" "$D/bin/"
+  done
+  for f in "$D/plugins/libhtr_cpu.so" "$D/plugins/libhtr_vulkan.so" "$D/bin/test_cuda_attention" "$D/bin/test_cuda_rows"; do
     [ -f "$f" ] || continue
     ldd "$f" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
       case "$name" in
@@ -83,6 +85,7 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
   gpu)
     timeout 90 "$D/bin/test_cuda_kernels" "[gpu]" 2>&1 | tail -2
     [ -x "$D/bin/test_cuda_attention" ] && timeout 90 "$D/bin/test_cuda_attention" "[gpu]" 2>&1 | tail -2
+    [ -x "$D/bin/test_cuda_rows" ] && timeout 90 "$D/bin/test_cuda_rows" "[gpu]" 2>&1 | tail -2
     ;;
   conform)
     timeout 150 "$D/bin/htr-conform" --plugin "$D/plugins/libhtr_cuda.so" > "$OUT/conform-cuda.txt" 2>&1
