@@ -3,8 +3,11 @@
 
 #include <optional>
 
+#include <algorithm>
+
 #include "colsum.h"
 #include "fused_kernel.h"
+#include "ops/kernels/kernels.h"
 #include "runtime/config.h"
 
 namespace htr::sched {
@@ -53,10 +56,57 @@ Status BuildCastSum(const Program& p, size_t a, size_t b, int64_t r, int64_t m, 
                       false, &g->scratch_bytes, &g->launches);
 }
 
+uint32_t Pow2AtLeast(int64_t n) {
+  uint32_t b = 1;
+  while (static_cast<int64_t>(b) < n) b <<= 1;
+  return b;
+}
+
+// Step `c` is a plain widening cast (bf16/f16 -> f32) whose output only step `at` reads.
+bool WideningCastFor(const Program& p, int c, ValueId out, const std::vector<uint32_t>& readers,
+                     const std::vector<bool>& external) {
+  if (c < 0 || readers[out] != 1 || external[out]) return false;
+  const Step& s = p.steps[static_cast<size_t>(c)];
+  return s.fused < 0 && !s.alias && s.def != nullptr && IsFloatCastStep(p, s) && Lowp(p.values[s.inputs[0]].info.dtype) &&
+         p.values[out].info.dtype == HTR_DTYPE_F32;
+}
+
+// The launches of layer_norm_grad `ln` (with `add`: its residual form, dx = r + the gradient,
+// written to add's output) reading x and dy in `in` (their casts folded in): the launches of
+// epilogue_fusion.cc / device_lower.cc with the loads widened in registers: the same bits.
+Status BuildLayerNormGradWide(const Program& p, const Step& ln, const Step* add, ValueId r, ValueId x, ValueId dy,
+                              htr_dtype_t in, FusedGroup* g) {
+  const ops::Shape& xs = p.values[x].info.shape;
+  const int64_t cols = xs.back(), rows = ops::Numel(xs) / cols;
+  const uint32_t block = std::min<uint32_t>(Pow2AtLeast(cols), 1024);
+  g->scratch_bytes = {static_cast<uint64_t>(rows) * 4, static_cast<uint64_t>(rows) * 4};
+  FusedLaunch l;
+  const kernels::Status ks = kernels::BuildLayerNormBackwardWidening(in, block, add != nullptr, block >= cols, &l.ir);
+  if (!ks.ok()) return ops::Error(HTR_STATUS_INTERNAL, g->name + ": " + ks.message);
+  l.args = {FusedArg::Value(x), FusedArg::Value(ln.inputs[1]), FusedArg::Value(dy)};
+  if (add != nullptr) l.args.push_back(FusedArg::Value(r));
+  l.args.push_back(FusedArg::Value(add != nullptr ? add->outputs[0] : ln.outputs[0]));
+  l.args.push_back(FusedArg::Scratch(0));
+  l.args.push_back(FusedArg::Scratch(1));
+  l.args.push_back(FusedArg::Int(cols, true));
+  l.args.push_back(FusedArg::Float(ln.attrs.GetFloat("eps", 1e-5)));
+  l.grid[0] = static_cast<uint32_t>(rows);
+  g->launches = {std::move(l)};
+  return AppendLayerNormParamSums(rows, cols, FusedArg::Value(x), FusedArg::Value(dy), FusedArg::Scratch(0),
+                                  FusedArg::Scratch(1), FusedArg::Value(ln.outputs[1]), FusedArg::Value(ln.outputs[2]),
+                                  true, &g->scratch_bytes, &g->launches, in);
+}
+
 }  // namespace
 
 bool CastFoldEnabledByEnv() {
   std::optional<std::string> v = htr::rt::ReadEnv("HTR_FOLD_CASTS");
+  if (!v) return true;
+  return !(*v == "0" || *v == "off" || *v == "false");
+}
+
+bool LayerNormCastFoldEnabledByEnv() {
+  std::optional<std::string> v = htr::rt::ReadEnv("HTR_FOLD_LN_CASTS");
   if (!v) return true;
   return !(*v == "0" || *v == "off" || *v == "false");
 }
@@ -120,6 +170,94 @@ Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats,
     f.outputs = {g.members[1].outputs[0]};
     f.fused = group_at[i];
     steps.push_back(std::move(f));
+  }
+  p->steps = std::move(steps);
+  return Status::Ok();
+}
+
+Status FoldLayerNormGradCasts(Program* p, const Fuser::Accept& accept, FusionStats* stats,
+                              std::vector<std::string>* rejections) {
+  if (!CastFoldEnabledByEnv() || !LayerNormCastFoldEnabledByEnv()) return Status::Ok();
+  const size_t nv = p->values.size();
+  std::vector<uint32_t> readers(nv, 0);
+  std::vector<bool> external(nv, false);
+  std::vector<int> producer(nv, -1);
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    for (ValueId v : p->steps[i].inputs) ++readers[v];
+    for (ValueId v : p->steps[i].outputs) producer[v] = static_cast<int>(i);
+  }
+  for (const Port& o : p->outputs) external[o.value] = true;
+  for (const Port& s : p->states) {
+    if (s.assigned != kNoValue) external[s.assigned] = true;
+  }
+  std::vector<bool> state(nv, false);
+  for (const Port& s : p->states) state[s.value] = true;
+  std::vector<bool> drop(p->steps.size(), false);  // the folded casts
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    Step& s = p->steps[i];
+    if (s.alias || s.def == nullptr) continue;
+    // A plain special layer_norm_grad, or epilogue_fusion.cc's layer_norm_grad+add group.
+    const Step* ln = nullptr;
+    const Step* add = nullptr;
+    ValueId r = kNoValue;
+    if (s.fused < 0) {
+      if (s.def->name != "layer_norm_grad" || s.outputs.size() != 3 || !IsSpecialStep(*p, s)) continue;
+      ln = &s;
+    } else {
+      const FusedGroup& fg = p->fused[static_cast<size_t>(s.fused)];
+      if (fg.name != "layer_norm_grad+add" || fg.members.size() != 2 || s.inputs.size() != 4) continue;
+      ln = &fg.members[0];
+      add = &fg.members[1];
+      r = s.inputs[3];
+    }
+    const ValueId x32 = ln->inputs[0], dy32 = ln->inputs[2];
+    if (x32 == dy32 || (add != nullptr && (r == x32 || r == dy32))) continue;
+    const int cx = producer[x32], cd = producer[dy32];
+    if (!WideningCastFor(*p, cx, x32, readers, external) || !WideningCastFor(*p, cd, dy32, readers, external)) continue;
+    const Step &castx = p->steps[static_cast<size_t>(cx)], &castd = p->steps[static_cast<size_t>(cd)];
+    const ValueId x = castx.inputs[0], dy = castd.inputs[0];
+    const htr_dtype_t in = p->values[x].info.dtype;
+    if (p->values[dy].info.dtype != in) continue;  // layernorm_params_slices reads both in one dtype
+    if (state[x] || state[dy]) continue;  // read later than the casts: not across an in-place state write
+    FusedGroup g;
+    g.name = add != nullptr ? "cast+layer_norm_grad+add" : "cast+layer_norm_grad";
+    const Step& first = cx < cd ? castx : castd;
+    const Step& second = cx < cd ? castd : castx;
+    g.members = {first, second, *ln};
+    if (add != nullptr) g.members.push_back(*add);
+    Status st = BuildLayerNormGradWide(*p, *ln, add, r, x, dy, in, &g);
+    std::string why;
+    if (st.ok() && !OfferGroup(*p, accept, &g, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+    if (!st.ok()) {
+      ++stats->rejected;
+      rejections->push_back(g.name + ": " + st.message);
+      continue;
+    }
+    drop[static_cast<size_t>(cx)] = drop[static_cast<size_t>(cd)] = true;
+    std::vector<ValueId> ins = {x, ln->inputs[1], dy};
+    if (add != nullptr) ins.push_back(r);
+    std::vector<ValueId> uniq;
+    for (ValueId v : ins) {
+      if (std::find(uniq.begin(), uniq.end(), v) == uniq.end()) uniq.push_back(v);
+    }
+    stats->graph_ops += 2;
+    if (add != nullptr) {
+      p->fused[static_cast<size_t>(s.fused)] = std::move(g);  // same index, two more members
+    } else {
+      stats->groups += 1;
+      stats->graph_ops += 1;
+      Step f;
+      f.def = s.def;
+      f.outputs = s.outputs;
+      f.fused = static_cast<int>(p->fused.size());
+      p->fused.push_back(std::move(g));
+      s = std::move(f);
+    }
+    s.inputs = std::move(uniq);
+  }
+  std::vector<Step> steps;
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    if (!drop[i]) steps.push_back(std::move(p->steps[i]));
   }
   p->steps = std::move(steps);
   return Status::Ok();

@@ -2,6 +2,8 @@
 #include "colsum.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "ops/kernels/colsum.h"
@@ -23,7 +25,49 @@ Status FromLang(const K::Status& s, const std::string& what) {
   return ops::Error(HTR_STATUS_INTERNAL, what + ": " + s.message);
 }
 
+// The finish's middle stage (ColSumVersion() >= 2): a finish walking many slices is one serial
+// chain of slices / kColSumFinishAcc dependent load rounds per lane from few programs (gpt2 B16
+// T1024 on an H200, 768 columns over 256 slices: 12 programs, 16 rounds, 32 us of the cast+sum's
+// 44). colsum_slices over each f32 partial buffer ([slices, cols], a contiguous column sum itself)
+// first adds groups of `per` consecutive slices (a multiple of kColSumUnroll, so whole unrolled
+// groups: that many loads in flight per lane) from col_programs x slices2 programs, leaving at most
+// kColSumFinishAcc slices: the finish then runs one round. Fixed order: slices [q per, (q + 1) per)
+// in order, then the finish's tree over the groups.
+Status AppendColSumMiddle(ColSumPlan* plan, std::vector<FusedArg>* partials, bool specialize,
+                          std::vector<uint64_t>* scratch_bytes, std::vector<FusedLaunch>* launches) {
+  if (ColSumVersion() < 2 || plan->slices <= static_cast<int64_t>(K::kColSumFinishAcc)) return Status::Ok();
+  const int64_t un = K::kColSumUnroll, acc = K::kColSumFinishAcc;
+  const int64_t per = std::min<int64_t>(un * ((plan->slices + un * acc - 1) / (un * acc)), K::kColSumMaxSliceRows);
+  const int64_t slices2 = (plan->slices + per - 1) / per;
+  for (FusedArg& part : *partials) {
+    FusedLaunch l;
+    HTR_OPS_RETURN_IF_ERROR(
+        FromLang(K::BuildColSumSlices(HTR_DTYPE_F32, HTR_DTYPE_F32, plan->block, kColSumChunk, &l.ir), "colsum_middle"));
+    const uint32_t scratch = static_cast<uint32_t>(scratch_bytes->size());
+    scratch_bytes->push_back(static_cast<uint64_t>(slices2 * plan->cols) * 4);
+    l.args = {part,
+              FusedArg::Scratch(scratch),
+              FusedArg::Int(plan->slices, specialize),
+              FusedArg::Int(plan->cols, specialize),
+              FusedArg::Int(per, specialize),
+              FusedArg::Float(1.0)};
+    l.grid[0] = plan->col_programs;
+    l.grid[1] = static_cast<uint32_t>(slices2);
+    launches->push_back(std::move(l));
+    part = FusedArg::Scratch(scratch);
+  }
+  plan->slices = slices2;
+  return Status::Ok();
+}
+
+uint32_t StageUnroll() { return ColSumVersion() >= 2 ? K::kColSumUnrollWide : K::kColSumUnroll; }
+
 }  // namespace
+
+int ColSumVersion() {
+  const char* v = std::getenv("HTR_COLSUM_V");
+  return v != nullptr && std::strcmp(v, "1") == 0 ? 1 : 2;
+}
 
 ColSumPlan PlanColSum(int64_t rows, int64_t cols) {
   ColSumPlan p;
@@ -77,7 +121,8 @@ Status AppendColSum(int64_t rows, int64_t cols, FusedArg x, htr_dtype_t x_dtype,
   const bool one = plan.slices == 1;
   FusedLaunch l;
   HTR_OPS_RETURN_IF_ERROR(FromLang(
-      K::BuildColSumSlices(x_dtype, one ? out_dtype : HTR_DTYPE_F32, plan.block, kColSumChunk, &l.ir), "colsum_slices"));
+      K::BuildColSumSlices(x_dtype, one ? out_dtype : HTR_DTYPE_F32, plan.block, kColSumChunk, &l.ir, StageUnroll()),
+      "colsum_slices"));
   uint32_t scratch = 0;
   if (!one) {
     scratch = static_cast<uint32_t>(scratch_bytes->size());
@@ -89,12 +134,16 @@ Status AppendColSum(int64_t rows, int64_t cols, FusedArg x, htr_dtype_t x_dtype,
   l.grid[1] = static_cast<uint32_t>(plan.slices);
   launches->push_back(std::move(l));
   if (one) return Status::Ok();
-  return AppendColSumFinish(plan, FusedArg::Scratch(scratch), out, out_dtype, scale, specialize, launches);
+  ColSumPlan fin = plan;
+  std::vector<FusedArg> parts = {FusedArg::Scratch(scratch)};
+  HTR_OPS_RETURN_IF_ERROR(AppendColSumMiddle(&fin, &parts, specialize, scratch_bytes, launches));
+  return AppendColSumFinish(fin, parts, std::vector<FusedArg>{out}, out_dtype, scale, specialize, launches);
 }
 
 Status AppendLayerNormParamSums(int64_t rows, int64_t cols, FusedArg x, FusedArg dy, FusedArg mean, FusedArg rstd,
                                 FusedArg dweight, FusedArg dbias, bool specialize,
-                                std::vector<uint64_t>* scratch_bytes, std::vector<FusedLaunch>* launches) {
+                                std::vector<uint64_t>* scratch_bytes, std::vector<FusedLaunch>* launches,
+                                htr_dtype_t in_dtype) {
   const ColSumPlan plan = PlanColSum(rows, cols);
   if (plan.slices > kColSumMaxSlices)
     return ops::Unimplemented("layer_norm_grad: " + std::to_string(plan.slices) + " row slices exceed one grid axis");
@@ -103,15 +152,18 @@ Status AppendLayerNormParamSums(int64_t rows, int64_t cols, FusedArg x, FusedArg
   scratch_bytes->push_back(bytes);
   scratch_bytes->push_back(bytes);
   FusedLaunch l;
-  HTR_OPS_RETURN_IF_ERROR(FromLang(K::BuildLayerNormParamsSlices(HTR_DTYPE_F32, plan.block, kColSumChunk, &l.ir),
+  HTR_OPS_RETURN_IF_ERROR(FromLang(K::BuildLayerNormParamsSlices(in_dtype, plan.block, kColSumChunk, &l.ir, StageUnroll()),
                                    "layernorm_params_slices"));
   l.args = {x, dy, mean, rstd, FusedArg::Scratch(pw), FusedArg::Scratch(pw + 1), FusedArg::Int(rows, specialize),
             FusedArg::Int(cols, specialize), FusedArg::Int(plan.rows_per_slice, specialize)};
   l.grid[0] = plan.col_programs;
   l.grid[1] = static_cast<uint32_t>(plan.slices);
   launches->push_back(std::move(l));
-  return AppendColSumFinish(plan, std::vector<FusedArg>{FusedArg::Scratch(pw), FusedArg::Scratch(pw + 1)},
-                            std::vector<FusedArg>{dweight, dbias}, HTR_DTYPE_F32, 1.0, specialize, launches);
+  ColSumPlan fin = plan;
+  std::vector<FusedArg> parts = {FusedArg::Scratch(pw), FusedArg::Scratch(pw + 1)};
+  HTR_OPS_RETURN_IF_ERROR(AppendColSumMiddle(&fin, &parts, specialize, scratch_bytes, launches));
+  return AppendColSumFinish(fin, parts, std::vector<FusedArg>{dweight, dbias}, HTR_DTYPE_F32, 1.0, specialize,
+                            launches);
 }
 
 SquareSlicePlan PlanSumSquares(int64_t n, uint32_t block, int64_t max_programs) {

@@ -32,6 +32,14 @@ struct ColSumPlan {
 };
 ColSumPlan PlanColSum(int64_t rows, int64_t cols);
 
+// Which finish AppendColSum and AppendLayerNormParamSums emit (read from HTR_COLSUM_V at each
+// call, for A/B runs): 2 (default) adds, where the plan has more than kColSumFinishAcc slices, a
+// middle colsum_slices pass over the f32 partials so that the finish walks at most
+// kColSumFinishAcc slices (one more launch and scratch buffer per partial); "1": the session-7
+// two-launch form (stage 1 then a finish over all slices). The embedding gradient's token chunks
+// (device_lower.cc) follow the same switch.
+int ColSumVersion();
+
 // Whether the column sum of a contiguous x [rows, cols] (a sum or mean over leading axes) takes
 // the split column sum (AppendColSum): both sides non-empty, i32-indexable, at most
 // kColSumMaxSlices slices. One test for device_lower.cc's Reduce and cast_fold.cc's cast+sum, so
@@ -40,8 +48,9 @@ bool ColSumApplies(int64_t rows, int64_t cols);
 
 // out[col] = cast(scale * sum over the rows of x[row * cols + col]) for a contiguous x (dtype
 // x_dtype, f32 or lowp) on PlanColSum(rows, cols): colsum_slices then the finish (two launches,
-// one f32 scratch buffer of slices * cols appended to `scratch_bytes`), or colsum_slices alone
-// writing `out` when the plan has one slice. The same bits for the same rows, cols and values
+// one f32 scratch buffer of slices * cols appended to `scratch_bytes`; with ColSumVersion() 2 and
+// more than kColSumFinishAcc slices a middle colsum_slices pass between them, three launches and
+// a second buffer), or colsum_slices alone writing `out` when the plan has one slice. The same bits for the same rows, cols and values
 // whatever x_dtype (a widening cast is exact). UNIMPLEMENTED where ColSumApplies is false.
 Status AppendColSum(int64_t rows, int64_t cols, FusedArg x, htr_dtype_t x_dtype, FusedArg out, htr_dtype_t out_dtype,
                     double scale, bool specialize, std::vector<uint64_t>* scratch_bytes,
@@ -59,12 +68,15 @@ Status AppendColSumFinish(const ColSumPlan& plan, FusedArg partial, FusedArg out
 // layer_norm_grad's dweight/dbias (f32 [cols]) from x, dy (f32 [rows, cols], contiguous) and the
 // mean/rstd (f32 [rows]) that layernorm_backward(_residual) stored: layernorm_params_slices into
 // two scratch buffers appended to `scratch_bytes` (their indices are its size before the call),
-// then one finish of both. Two launches, appended to `launches`. `specialize` marks the
-// shape scalars as compile-time constants (as the fused kernels do). UNIMPLEMENTED when the
-// slices exceed kColSumMaxSlices.
+// then one finish of both. Two launches (four with ColSumVersion() 2's middle pass, one per
+// buffer, and two more scratch buffers), appended to `launches`. `specialize` marks the
+// shape scalars as compile-time constants (as the fused kernels do). `in_dtype`: the dtype x and dy
+// are read in (bf16/f16 where cast_fold.h folded their widening casts in; widened in registers).
+// UNIMPLEMENTED when the slices exceed kColSumMaxSlices.
 Status AppendLayerNormParamSums(int64_t rows, int64_t cols, FusedArg x, FusedArg dy, FusedArg mean, FusedArg rstd,
                                 FusedArg dweight, FusedArg dbias, bool specialize,
-                                std::vector<uint64_t>* scratch_bytes, std::vector<FusedLaunch>* launches);
+                                std::vector<uint64_t>* scratch_bytes, std::vector<FusedLaunch>* launches,
+                                htr_dtype_t in_dtype = HTR_DTYPE_F32);
 
 // global_norm's stage 1 for one contiguous tensor of n elements: `per` elements per program (a
 // multiple of `block`, at least 16 tiles), programs = ceil(n / per) <= max_programs.

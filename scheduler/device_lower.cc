@@ -29,6 +29,7 @@ constexpr int64_t kMaxGridYZ = 65535;
 constexpr uint32_t kSumChunk = 64;    // reduced elements per inner partial sum (train_kernels.h)
 constexpr int64_t kEmbeddingGradPrograms = 8192;  // programs wanted by embedding_grad (see Embedding)
 constexpr int64_t kEmbeddingGatherMaxRows = 4096;  // tables up to this many rows: embedding_grad_gather
+constexpr int64_t kEmbeddingGatherChunk = 1024;    // ids per embedding_grad_gather program (then a finish)
 constexpr uint32_t kReduceBlock = 16;  // lanes per program of the strided reductions (see Reduce)
 
 Status Unimpl(const std::string& op, const std::string& why) { return ops::Unimplemented(op + ": " + why); }
@@ -449,13 +450,41 @@ Status Lowering::Embedding(bool grad) {
   // Not where the launch grid is Vulkan's (max_grid[0] 65535, scheduler/executable.cc): on
   // lavapipe a row named by many ids (a space in byte-level text) costs ~50 loop iterations per
   // id there and could pass llvmpipe's cap of 65535 per invocation (plugins/vulkan/README.md).
+  // The ids come in chunks of kEmbeddingGatherChunk (ColSumVersion() >= 2): one program walking
+  // all 16,384 ids of gpt2 B16 T1024 was a serial chain of 128 tiles (797 us on an H200, 63 GB/s);
+  // each chunk's program stores an f32 partial [chunks, V, D] into scratch and colsum_finish adds
+  // the chunks in a fixed order (16 chunks: one round of its accumulators).
   const bool loop_capped = o_.max_grid[0] <= 65535;
   if (!loop_capped && V <= kEmbeddingGatherMaxRows && V <= o_.max_grid[1]) {
     const uint32_t gblock = std::min<uint32_t>(Pow2AtLeast(D), 128);
-    return Launch("embedding_grad_gather",
-                  [&](std::vector<uint8_t>* ir) { return K::BuildEmbeddingGradGather(dw.dtype, ids.dtype, gblock, ir); },
-                  {Val(InV(0)), Val(InV(1)), Val(OutV(0)), Int(n), Int(V), Int(D), Int(D), Int(D)}, Blocks(D, gblock),
-                  static_cast<uint32_t>(V));
+    // HTR_EMBED_CHUNK=K (diagnostic, for A/B runs): K ids per chunk, 0 for one chunk.
+    int64_t want = ColSumVersion() >= 2 ? kEmbeddingGatherChunk : 0;
+    if (const char* e = std::getenv("HTR_EMBED_CHUNK")) want = std::strtoll(e, nullptr, 10);
+    const int64_t per = want > 0 ? std::min<int64_t>(want, std::max<int64_t>(n, 1)) : std::max<int64_t>(n, 1);
+    const int64_t chunks = (n + per - 1) / per;
+    if (chunks <= 1 || chunks > o_.max_grid[2] || chunks * V * D >= (int64_t{1} << 31)) {
+      return Launch("embedding_grad_gather",
+                    [&](std::vector<uint8_t>* ir) {
+                      return K::BuildEmbeddingGradGather(dw.dtype, ids.dtype, dw.dtype, gblock, ir);
+                    },
+                    {Val(InV(0)), Val(InV(1)), Val(OutV(0)), Int(n), Int(V), Int(D), Int(D), Int(D),
+                     Int(std::max<int64_t>(n, 1))},
+                    Blocks(D, gblock), static_cast<uint32_t>(V));
+    }
+    const uint32_t part = static_cast<uint32_t>(out_->scratch_bytes.size());
+    out_->scratch_bytes.push_back(static_cast<uint64_t>(chunks * V * D) * 4);
+    HTR_OPS_RETURN_IF_ERROR(Launch(
+        "embedding_grad_gather",
+        [&](std::vector<uint8_t>* ir) { return K::BuildEmbeddingGradGather(dw.dtype, ids.dtype, HTR_DTYPE_F32, gblock, ir); },
+        {Val(InV(0)), Val(InV(1)), Scr(part), Int(n), Int(V), Int(D), Int(D), Int(D), Int(per)}, Blocks(D, gblock),
+        static_cast<uint32_t>(V), static_cast<uint32_t>(chunks)));
+    ColSumPlan plan;
+    plan.rows = chunks;
+    plan.cols = V * D;
+    plan.slices = chunks;
+    std::vector<FusedLaunch> fin;
+    HTR_OPS_RETURN_IF_ERROR(AppendColSumFinish(plan, Scr(part), Val(OutV(0)), dw.dtype, 1.0, false, &fin));
+    return Adopt("colsum_finish", &fin);
   }
   const uint32_t block = std::min<uint32_t>(Pow2AtLeast(D), 32);
   const int64_t col_programs = Blocks(D, block);
@@ -604,7 +633,10 @@ Status Lowering::GlobalNorm() {
     const uint32_t tensors = static_cast<uint32_t>(parts.size());
     HTR_OPS_RETURN_IF_ERROR(
         Launch("sum_squares_multi",
-               [&](std::vector<uint8_t>* ir) { return K::BuildSumSquaresMulti(dt, kBlock, tensors, ir); },
+               [&](std::vector<uint8_t>* ir) {
+                 // 4 tiles' loads in flight per lane (ColSumVersion() 2): ~2.3 TB/s with one.
+                 return K::BuildSumSquaresMulti(dt, kBlock, tensors, ir, ColSumVersion() >= 2 ? 4 : 1);
+               },
                std::move(a), static_cast<uint32_t>(start)));
     base += start;
   }

@@ -31,6 +31,7 @@ Status Fuser::Rewrite(Program* p) {
     HTR_OPS_RETURN_IF_ERROR(FuseAdamW(p, accept_, &stats_, &rejections_));      // adamw_fusion.h
     HTR_OPS_RETURN_IF_ERROR(FuseEpilogues(p, accept_, &stats_, &rejections_));  // epilogue_fusion.h
     HTR_OPS_RETURN_IF_ERROR(FoldCastSums(p, accept_, &stats_, &rejections_));   // cast_fold.h
+    HTR_OPS_RETURN_IF_ERROR(FoldLayerNormGradCasts(p, accept_, &stats_, &rejections_));  // cast_fold.h
     HTR_OPS_RETURN_IF_ERROR(BakeLayoutCopies(p, accept_, &stats_, &rejections_));  // layout_bake.h
   }
   const size_t nv = p->values.size();

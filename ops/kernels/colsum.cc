@@ -3,6 +3,7 @@
 // outputs (partials), so nothing needs atomics and every sum has one fixed order.
 #include "ops/kernels/colsum.h"
 
+#include <algorithm>
 #include <string>
 
 namespace htr::kernels {
@@ -10,9 +11,9 @@ namespace htr::kernels {
 using namespace htr::lang;  // NOLINT
 
 std::vector<Value> ColSumSliceLoop(Builder& b, Value jb, Value je, uint32_t block, uint32_t chunk, size_t terms,
-                                   const ColSumTerms& term) {
+                                   const ColSumTerms& term, uint32_t unroll) {
   const int32_t ch = static_cast<int32_t>(chunk);
-  const int32_t un = static_cast<int32_t>(kColSumUnroll);
+  const int32_t un = static_cast<int32_t>(std::max<uint32_t>(unroll, 1));
   const std::vector<Value> init(terms, b.zeros({block}, HTR_DTYPE_F32));
   auto add_rows = [&](const std::vector<Value>& acc, Value j, int32_t count) {
     std::vector<std::vector<Value>> t(static_cast<size_t>(count));
@@ -41,7 +42,8 @@ std::vector<Value> ColSumSliceLoop(Builder& b, Value jb, Value je, uint32_t bloc
   });
 }
 
-Status BuildColSumSlices(htr_dtype_t dt, htr_dtype_t out_dt, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir) {
+Status BuildColSumSlices(htr_dtype_t dt, htr_dtype_t out_dt, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir,
+                         uint32_t unroll) {
   Builder b("colsum_slices");
   Value X = b.arg_ptr("x", dt, true), O = b.arg_ptr("out", out_dt);
   Value rows = b.arg_scalar("rows", HTR_DTYPE_I32), cols = b.arg_scalar("cols", HTR_DTYPE_I32);
@@ -53,9 +55,9 @@ Status BuildColSumSlices(htr_dtype_t dt, htr_dtype_t out_dt, uint32_t block, uin
   Value kc = minimum(k, cols - 1.0);  // lanes past the columns read the last one (never stored): no masks
   Value jb = s * per;
   Value je = minimum(jb + per, rows);
-  auto acc = ColSumSliceLoop(b, jb, je, block, chunk, 1, [&](Value j) {
-    return std::vector<Value>{b.cast(b.load(X + (j * cols + kc)), HTR_DTYPE_F32)};
-  });
+  auto acc = ColSumSliceLoop(
+      b, jb, je, block, chunk, 1,
+      [&](Value j) { return std::vector<Value>{b.cast(b.load(X + (j * cols + kc)), HTR_DTYPE_F32)}; }, unroll);
   if (!b.ok()) return b.status();
   b.store(O + (s * cols + k), b.cast(acc[0] * scale, out_dt), m);
   return b.serialize(ir);
@@ -99,7 +101,8 @@ Status BuildColSumFinish(htr_dtype_t dt, uint32_t block, uint32_t terms, std::ve
   return b.serialize(ir);
 }
 
-Status BuildLayerNormParamsSlices(htr_dtype_t dt, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir) {
+Status BuildLayerNormParamsSlices(htr_dtype_t dt, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir,
+                                  uint32_t unroll) {
   Builder b("layernorm_params_slices");
   Value X = b.arg_ptr("x", dt, true), DY = b.arg_ptr("dy", dt, true);
   Value Mean = b.arg_ptr("mean", HTR_DTYPE_F32, true), Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32, true);
@@ -116,7 +119,7 @@ Status BuildLayerNormParamsSlices(htr_dtype_t dt, uint32_t block, uint32_t chunk
     Value dy = b.cast(b.load(DY + (r * cols + kc)), HTR_DTYPE_F32);
     Value xh = (b.cast(b.load(X + (r * cols + kc)), HTR_DTYPE_F32) - b.load(Mean + r)) * b.load(Rstd + r);
     return std::vector<Value>{dy * xh, dy};
-  });
+  }, unroll);
   if (!b.ok()) return b.status();
   b.store(PW + (s * cols + k), acc[0], m);
   b.store(PB + (s * cols + k), acc[1], m);
@@ -146,7 +149,9 @@ Status BuildSumSquaresSlices(htr_dtype_t dt, uint32_t block, std::vector<uint8_t
 // Tensor t's programs are [start_t, start_t + ceil(n_t / per_t)) of this launch; every program
 // runs each tensor's loop, empty except for its own tensor, and stores the sum of the tensors'
 // results in order (its own plus exact zeros: the same bits as sum_squares_slices).
-Status BuildSumSquaresMulti(htr_dtype_t dt, uint32_t block, uint32_t tensors, std::vector<uint8_t>* ir) {
+Status BuildSumSquaresMulti(htr_dtype_t dt, uint32_t block, uint32_t tensors, std::vector<uint8_t>* ir,
+                            uint32_t unroll) {
+  const uint32_t un = std::max<uint32_t>(unroll, 1);
   if (tensors < 1 || tensors > kSumSquaresMultiMaxTensors)
     return Status{HTR_STATUS_INVALID_ARGUMENT, "sum_squares_multi: 1 to " + std::to_string(kSumSquaresMultiMaxTensors) +
                                                    " tensors"};
@@ -167,11 +172,18 @@ Status BuildSumSquaresMulti(htr_dtype_t dt, uint32_t block, uint32_t tensors, st
     Value ib = (p - start[t]) * per[t];
     Value mine = (p >= start[t]) & (ib < n[t]);
     Value ie = b.where(mine, minimum(ib + per[t], n[t]), ib);
-    auto res = b.for_range(ib, ie, b.i32(static_cast<int32_t>(block)), {b.zeros({block}, HTR_DTYPE_F32)},
+    // `un` tiles per iteration, all loads first (in flight together), then added in element
+    // order: lane c still adds c, c + block, c + 2 block, ... one by one (the same bits).
+    auto res = b.for_range(ib, ie, b.i32(static_cast<int32_t>(block * un)), {b.zeros({block}, HTR_DTYPE_F32)},
                            [&](Value k0, const std::vector<Value>& acc) {
-      Value k = k0 + c;
-      Value x = b.cast(b.load(X[t] + k, k < ie), HTR_DTYPE_F32);
-      return std::vector<Value>{acc[0] + x * x};
+      std::vector<Value> x(un);
+      for (uint32_t u = 0; u < un; ++u) {
+        Value k = (u == 0 ? k0 : k0 + static_cast<double>(u * block)) + c;
+        x[u] = b.cast(b.load(X[t] + k, k < ie), HTR_DTYPE_F32);
+      }
+      Value a = acc[0];
+      for (uint32_t u = 0; u < un; ++u) a = a + x[u] * x[u];
+      return std::vector<Value>{a};
     });
     if (!b.ok()) return b.status();
     total = total + b.where(mine, b.sum(res[0], 0), 0.0);

@@ -10,9 +10,9 @@
 //     (c, s) adds the terms of rows [s * rows_per_slice, min((s + 1) * rows_per_slice, rows)) in row
 //     order, in chunks of `chunk` rows (each chunk summed on its own, the chunk sums added in
 //     order), and stores one f32 partial per term, slice and column: partial[s * cols + col];
-//     the chunk is walked kColSumUnroll rows per loop iteration (that many independent, unmasked
-//     loads per lane in flight; the chunk's last rows short of a group one by one) and still added
-//     row by row in order;
+//     the chunk is walked kColSumUnroll (or `unroll`) rows per loop iteration (that many
+//     independent, unmasked loads per lane in flight; the chunk's last rows short of a group one
+//     by one) and still added row by row in order;
 //   stage 2, colsum_finish: out[col] = cast(scale * sum over the slices of partial[s * cols +
 //     col]), in a fixed order (below).
 // Every sum has a fixed order given the plan (a function of the shape), so results are
@@ -73,25 +73,38 @@ constexpr uint32_t kColSumMaxBlock = 128;
 constexpr uint32_t kColSumUnroll = 8;
 constexpr uint32_t kColSumFinishAcc = 16;
 
+// `unroll` (the slices kernels): rows per stage-1 loop iteration, kColSumUnroll unless given
+// (the scheduler's ColSumVersion() 2 asks for kColSumUnrollWide); the adds stay in row order, so
+// the same bits whatever the unroll.
+constexpr uint32_t kColSumUnrollWide = 16;
 Status BuildColSumSlices(htr_dtype_t dtype, htr_dtype_t out_dtype, uint32_t block, uint32_t chunk,
-                         std::vector<uint8_t>* ir);
+                         std::vector<uint8_t>* ir, uint32_t unroll = kColSumUnroll);
 Status BuildColSumFinish(htr_dtype_t out_dtype, uint32_t block, uint32_t terms, std::vector<uint8_t>* ir);
-Status BuildLayerNormParamsSlices(htr_dtype_t dtype, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir);
+Status BuildLayerNormParamsSlices(htr_dtype_t dtype, uint32_t block, uint32_t chunk, std::vector<uint8_t>* ir,
+                                  uint32_t unroll = kColSumUnroll);
 Status BuildSumSquaresSlices(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir);
 // (HTR_KIR_MAX_ARGS - 2 shared arguments) / 4 per tensor.
 constexpr uint32_t kSumSquaresMultiMaxTensors = 15;
-Status BuildSumSquaresMulti(htr_dtype_t dtype, uint32_t block, uint32_t tensors, std::vector<uint8_t>* ir);
+// `unroll` tiles of `block` per loop iteration (their loads in flight together); the adds keep
+// element order per lane, so the same bits for any unroll.
+Status BuildSumSquaresMulti(htr_dtype_t dtype, uint32_t block, uint32_t tensors, std::vector<uint8_t>* ir,
+                            uint32_t unroll = 1);
 Status BuildNormFinish(uint32_t block, std::vector<uint8_t>* ir);
 
 // embedding_grad_gather (ops/kernels/embedding.cc; a segmented sum, the embedding gradient for
-// tables with few rows): program (c, v) owns columns [c * block, ...) of table row v; it walks
-// the ids in tiles of `block` and adds, in id order, dy's row of every id equal to v (f32
-// accumulation, kEmbeddingGatherGroup hits' loads in flight at once), then stores the sum (zeros
-// where no id is v; ids outside [0, rows) never match). Deterministic, no atomics; f32: the same
-// bits as embedding_grad. Args: ids, dy, dw, n, rows, dim, stride_dy, stride_dw (as
-// embedding_grad). Grid (ceil(dim / block), rows, 1).
+// tables with few rows): program (c, v, z) owns columns [c * block, ...) of table row v for the
+// ids of chunk z, [z * ids_per_chunk, min((z + 1) * ids_per_chunk, n)); it walks them in tiles of
+// `block` and adds, in id order, dy's row of every id equal to v (f32 accumulation,
+// kEmbeddingGatherGroup hits' loads in flight at once), then stores cast(out_dtype, the sum) to
+// dw[(z * rows + v) * stride_dw + col] (zeros where no id of the chunk is v; ids outside [0, rows)
+// never match). With one chunk (ids_per_chunk >= n) that is the gradient itself, f32: the same
+// bits as embedding_grad; with several, f32 partials [chunks, rows, dim] (stride_dw = dim) for a
+// colsum_finish over the chunks (scheduler/device_lower.cc). Deterministic, no atomics. Args:
+// ids, dy, dw, n, rows, dim, stride_dy, stride_dw, ids_per_chunk. Grid (ceil(dim / block), rows,
+// chunks).
 constexpr uint32_t kEmbeddingGatherGroup = 4;
-Status BuildEmbeddingGradGather(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_t block, std::vector<uint8_t>* ir);
+Status BuildEmbeddingGradGather(htr_dtype_t dtype, htr_dtype_t id_dtype, htr_dtype_t out_dtype, uint32_t block,
+                                std::vector<uint8_t>* ir);
 
 // The DSL side of stage 1, shared by the slices kernels: sums `terms` values per lane over rows
 // [jb, je) in chunks of `chunk` rows (the last chunk ends at je), in order, kColSumUnroll rows per
@@ -100,7 +113,8 @@ Status BuildEmbeddingGradGather(htr_dtype_t dtype, htr_dtype_t id_dtype, uint32_
 // is the kernel's business (the slices kernels read the last column there and never store it).
 using ColSumTerms = std::function<std::vector<htr::lang::Value>(htr::lang::Value j)>;
 std::vector<htr::lang::Value> ColSumSliceLoop(htr::lang::Builder& b, htr::lang::Value jb, htr::lang::Value je,
-                                              uint32_t block, uint32_t chunk, size_t terms, const ColSumTerms& term);
+                                              uint32_t block, uint32_t chunk, size_t terms, const ColSumTerms& term,
+                                              uint32_t unroll = kColSumUnroll);
 
 }  // namespace htr::kernels
 

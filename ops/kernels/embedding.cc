@@ -97,13 +97,14 @@ namespace htr::kernels {
 // lanes' positions after the previous hit), so that many dy rows are in flight before they are
 // added, in id order. Positions and counts travel as f32 (exact below 2^24): every target reduces
 // f32.
-Status BuildEmbeddingGradGather(htr_dtype_t dt, htr_dtype_t id_dt, uint32_t block, std::vector<uint8_t>* ir) {
+Status BuildEmbeddingGradGather(htr_dtype_t dt, htr_dtype_t id_dt, htr_dtype_t out_dt, uint32_t block,
+                                std::vector<uint8_t>* ir) {
   Builder b("embedding_grad_gather");
-  Value Ids = b.arg_ptr("ids", id_dt, true), Dy = b.arg_ptr("dy", dt, true), Dw = b.arg_ptr("dw", dt);
+  Value Ids = b.arg_ptr("ids", id_dt, true), Dy = b.arg_ptr("dy", dt, true), Dw = b.arg_ptr("dw", out_dt);
   Value n = b.arg_scalar("n", HTR_DTYPE_I32), V = b.arg_scalar("rows", HTR_DTYPE_I32);
   Value D = b.arg_scalar("dim", HTR_DTYPE_I32);
   Value sdy = b.arg_scalar("stride_dy", HTR_DTYPE_I32), sdw = b.arg_scalar("stride_dw", HTR_DTYPE_I32);
-  (void)V;
+  Value per = b.arg_scalar("ids_per_chunk", HTR_DTYPE_I32);
   const int32_t bs = static_cast<int32_t>(block);
   const uint32_t G = kEmbeddingGatherGroup;
   Value lane = b.arange(0, bs);
@@ -111,10 +112,13 @@ Status BuildEmbeddingGradGather(htr_dtype_t dt, htr_dtype_t id_dt, uint32_t bloc
   Value k = b.program_id(0) * static_cast<double>(block) + lane;
   Value m = k < D;
   Value v = b.program_id(1);
-  auto res = b.for_range(b.i32(0), n, b.i32(bs), {b.zeros({block}, HTR_DTYPE_F32)},
+  Value z = b.program_id(2);
+  Value i0 = z * per;
+  Value i1 = minimum(i0 + per, n);
+  auto res = b.for_range(i0, i1, b.i32(bs), {b.zeros({block}, HTR_DTYPE_F32)},
                          [&](Value t0, const std::vector<Value>& outer) {
     Value t = t0 + lane;
-    Value in = t < n;
+    Value in = t < i1;
     Value tid = b.cast(b.load(Ids + t, in), HTR_DTYPE_I32);
     Value mine = in & eq(tid, b.splat(v, {block}));
     Value hits = b.cast(b.sum(b.where(mine, b.full({block}, 1.0, HTR_DTYPE_F32), 0.0), 0), HTR_DTYPE_I32);
@@ -137,7 +141,7 @@ Status BuildEmbeddingGradGather(htr_dtype_t dt, htr_dtype_t id_dt, uint32_t bloc
     return std::vector<Value>{inner[0]};
   });
   if (!b.ok()) return b.status();
-  b.store(Dw + (v * sdw + k), b.cast(res[0], dt), m);
+  b.store(Dw + ((z * V + v) * sdw + k), b.cast(res[0], out_dt), m);
   return b.serialize(ir);
 }
 

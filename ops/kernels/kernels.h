@@ -179,6 +179,11 @@ Status BuildCrossEntropyWithGrad(htr_dtype_t dtype, htr_dtype_t target_dtype, ui
                                  std::vector<uint8_t>* ir);
 Status BuildLayerNormBackwardResidual(htr_dtype_t dtype, uint32_t block, std::vector<uint8_t>* ir,
                                       bool whole_row = false);
+// The f32 layer_norm_grad row kernel (with `residual`: the residual form) reading x and dy in
+// `in_dtype` (a widening cast folded in, scheduler/cast_fold.h): the same values as f32 x/dy
+// holding the widened ones, so the same bits.
+Status BuildLayerNormBackwardWidening(htr_dtype_t in_dtype, uint32_t block, bool residual, bool whole_row,
+                                      std::vector<uint8_t>* ir);
 
 // GELU (tanh form, as the graph op) and its derivative on f32 values, for
 // kernels that inline them (e.g. the scheduler's fused kernels).

@@ -22,9 +22,11 @@ namespace {
 
 // With `residual`: an extra input r (after dy) and dx = r + the LayerNorm gradient, in f32 (the
 // residual branch's gradient sum fused as an epilogue).
-Status BuildWholeRow(htr_dtype_t dt, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
+// `in` is the dtype of x and dy (bf16/f16 where a widening cast was folded in: loaded and widened
+// in registers, the values the cast would have stored), `dt` that of everything else.
+Status BuildWholeRow(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
   Builder b(residual ? "layernorm_backward_residual_row" : "layernorm_backward_row");
-  Value X = b.arg_ptr("x", dt, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", dt, true);
+  Value X = b.arg_ptr("x", in, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", in, true);
   Value R;
   if (residual) R = b.arg_ptr("residual", dt, true);
   Value DX = b.arg_ptr("dx", dt), Mean = b.arg_ptr("mean", HTR_DTYPE_F32), Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32);
@@ -52,9 +54,9 @@ Status BuildWholeRow(htr_dtype_t dt, uint32_t block, bool residual, std::vector<
   return b.serialize(ir);
 }
 
-Status Build(htr_dtype_t dt, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
+Status Build(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
   Builder b(residual ? "layernorm_backward_residual" : "layernorm_backward");
-  Value X = b.arg_ptr("x", dt, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", dt, true);
+  Value X = b.arg_ptr("x", in, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", in, true);
   Value R;
   if (residual) R = b.arg_ptr("residual", dt, true);
   Value DX = b.arg_ptr("dx", dt), Mean = b.arg_ptr("mean", HTR_DTYPE_F32), Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32);
@@ -105,11 +107,17 @@ Status Build(htr_dtype_t dt, uint32_t block, bool residual, std::vector<uint8_t>
 }  // namespace
 
 Status BuildLayerNormBackward(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir, bool whole_row) {
-  return whole_row ? BuildWholeRow(dt, block, false, ir) : Build(dt, block, false, ir);
+  return whole_row ? BuildWholeRow(dt, dt, block, false, ir) : Build(dt, dt, block, false, ir);
 }
 
 Status BuildLayerNormBackwardResidual(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir, bool whole_row) {
-  return whole_row ? BuildWholeRow(dt, block, true, ir) : Build(dt, block, true, ir);
+  return whole_row ? BuildWholeRow(dt, dt, block, true, ir) : Build(dt, dt, block, true, ir);
+}
+
+Status BuildLayerNormBackwardWidening(htr_dtype_t in_dtype, uint32_t block, bool residual, bool whole_row,
+                                      std::vector<uint8_t>* ir) {
+  const htr_dtype_t f = HTR_DTYPE_F32;
+  return whole_row ? BuildWholeRow(f, in_dtype, block, residual, ir) : Build(f, in_dtype, block, residual, ir);
 }
 
 Status BuildLayerNormBackwardParams(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {

@@ -104,6 +104,11 @@ struct CpuEnv {
   // error fails the test with the status message.
   void run(const std::vector<uint8_t>& ir, const char* mode, uint32_t gx, uint32_t gy,
            const std::vector<htr_kernel_launch_arg_t>& args) {
+    run(ir, mode, gx, gy, 1, args);
+  }
+  // The same on a gx x gy x gz grid.
+  void run(const std::vector<uint8_t>& ir, const char* mode, uint32_t gx, uint32_t gy, uint32_t gz,
+           const std::vector<htr_kernel_launch_arg_t>& args) {
     htr_kernel_compile_options_t o{};
     o.struct_size = sizeof o;
     const char* opts[] = {mode};
@@ -115,7 +120,7 @@ struct CpuEnv {
     const bool compiled = s == nullptr;
     htr_status_free(s);
     REQUIRE(compiled);
-    const uint32_t grid[3] = {gx, gy, 1};
+    const uint32_t grid[3] = {gx, gy, gz};
     s = htr_kernel_launch(nullptr, k, grid, args.data(), static_cast<uint32_t>(args.size()));
     INFO((s ? htr_status_message(s) : "launched"));
     const bool launched = s == nullptr;

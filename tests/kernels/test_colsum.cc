@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
@@ -217,14 +218,17 @@ TEST_CASE("global_norm in two stages matches the reference kernel", "[colsum]") 
       // launches of two (base = the first launch's programs).
       std::vector<htr_tensor_t*> tx;
       for (size_t t = 0; t < sizes.size(); ++t) tx.push_back(env.f32(xs[t]));
-      for (size_t split : {sizes.size(), size_t{2}}) {
-        INFO("tensors per launch " << split);
+      for (size_t split : {sizes.size(), size_t{2}, size_t{0}}) {
+        // 0: all four in one launch, 4 tiles per loop iteration (the same bits).
+        const uint32_t unroll = split == 0 ? 4 : 1;
+        if (split == 0) split = sizes.size();
+        INFO("tensors per launch " << split << ", unroll " << unroll);
         htr_tensor_t* multi = env.f32(std::vector<float>(static_cast<size_t>(total), kNan));
         int64_t base = 0;
         for (size_t t0 = 0; t0 < sizes.size(); t0 += split) {
           std::vector<uint8_t> ir_multi;
           const size_t cnt = std::min(split, sizes.size() - t0);
-          REQUIRE(BuildSumSquaresMulti(HTR_DTYPE_F32, block, static_cast<uint32_t>(cnt), &ir_multi).ok());
+          REQUIRE(BuildSumSquaresMulti(HTR_DTYPE_F32, block, static_cast<uint32_t>(cnt), &ir_multi, unroll).ok());
           std::vector<htr_kernel_launch_arg_t> args = {T(multi), I(base)};
           int64_t start = 0;
           for (size_t t = t0; t < t0 + cnt; ++t) {
@@ -383,7 +387,7 @@ TEST_CASE("colsum_slices: the contiguous column sum, bf16 and f32 alike", "[cols
 
 // The plan both callers share (scheduler/colsum.h): a short sum is one slice (no finish), a long
 // one splits; ColSumApplies refuses empty and i32-overflowing shapes.
-TEST_CASE("AppendColSum: one launch for one slice, two with the finish", "[colsum]") {
+TEST_CASE("AppendColSum: one launch for one slice, more with the finish", "[colsum]") {
   using htr::sched::FusedArg;
   std::vector<uint64_t> scratch;
   std::vector<htr::sched::FusedLaunch> launches;
@@ -396,13 +400,29 @@ TEST_CASE("AppendColSum: one launch for one slice, two with the finish", "[colsu
   launches.clear();
   REQUIRE(htr::sched::AppendColSum(16384, 3072, FusedArg::Value(0), HTR_DTYPE_BF16, FusedArg::Value(1), HTR_DTYPE_F32,
                                    1.0, false, &scratch, &launches).ok());
-  REQUIRE(launches.size() == 2);
+  // Version 2 (default): 64 slices, a middle pass of 8 slices per program leaves 8 for the finish.
+  REQUIRE(launches.size() == 3);
   const htr::sched::ColSumPlan plan = htr::sched::PlanColSum(16384, 3072);
+  REQUIRE(plan.slices == 64);
   CHECK(launches[0].grid[0] == plan.col_programs);
   CHECK(launches[0].grid[1] == plan.slices);
-  REQUIRE(scratch.size() == 1);
+  REQUIRE(scratch.size() == 2);
   CHECK(scratch[0] == static_cast<uint64_t>(plan.slices * 3072 * 4));
+  CHECK(scratch[1] == static_cast<uint64_t>(8 * 3072 * 4));
   CHECK(launches[0].args[1].kind == FusedArg::Kind::kScratch);
+  CHECK(launches[1].grid[1] == 8);
+  CHECK(launches[1].args[4].i == 8);
+  CHECK(launches[2].args[0].scratch == 1);
+  // Version 1 (HTR_COLSUM_V=1): stage 1 then a finish over all slices.
+  REQUIRE(setenv("HTR_COLSUM_V", "1", 1) == 0);
+  launches.clear();
+  scratch.clear();
+  const bool ok1 = htr::sched::AppendColSum(16384, 3072, FusedArg::Value(0), HTR_DTYPE_BF16, FusedArg::Value(1),
+                                            HTR_DTYPE_F32, 1.0, false, &scratch, &launches).ok();
+  unsetenv("HTR_COLSUM_V");
+  REQUIRE(ok1);
+  CHECK(launches.size() == 2);
+  CHECK(scratch.size() == 1);
   CHECK_FALSE(htr::sched::ColSumApplies(0, 10));
   CHECK_FALSE(htr::sched::ColSumApplies(10, 0));
   CHECK_FALSE(htr::sched::ColSumApplies(int64_t{1} << 20, int64_t{1} << 12));
@@ -426,7 +446,7 @@ TEST_CASE("embedding_grad_gather: the same bits as embedding_grad", "[colsum]") 
   const std::vector<int32_t> ids32(ids.begin(), ids.end());
   for (htr_dtype_t idt : {HTR_DTYPE_I32, HTR_DTYPE_I64}) {
     std::vector<uint8_t> ir_new, ir_old;
-    REQUIRE(BuildEmbeddingGradGather(HTR_DTYPE_F32, idt, 128, &ir_new).ok());
+    REQUIRE(BuildEmbeddingGradGather(HTR_DTYPE_F32, idt, HTR_DTYPE_F32, 128, &ir_new).ok());
     REQUIRE(BuildEmbeddingGrad(HTR_DTYPE_F32, idt, 32, &ir_old).ok());
     for (const char* mode : kModes) {
       INFO(mode << (idt == HTR_DTYPE_I32 ? " i32" : " i64"));
@@ -435,7 +455,8 @@ TEST_CASE("embedding_grad_gather: the same bits as embedding_grad", "[colsum]") 
       htr_tensor_t* tdy = env.f32(dy);
       htr_tensor_t* dw_new = env.f32(std::vector<float>(static_cast<size_t>(V * Dm), kNan));
       htr_tensor_t* dw_old = env.f32(std::vector<float>(static_cast<size_t>(V * Dm), kNan));
-      env.run(ir_new, mode, 2, static_cast<uint32_t>(V), {T(tid), T(tdy), T(dw_new), I(n), I(V), I(Dm), I(Dm), I(Dm)});
+      env.run(ir_new, mode, 2, static_cast<uint32_t>(V),
+              {T(tid), T(tdy), T(dw_new), I(n), I(V), I(Dm), I(Dm), I(Dm), I(n)});
       env.run(ir_old, mode, static_cast<uint32_t>((Dm + 31) / 32), {T(tid), T(tdy), T(dw_old), I(n), I(V), I(Dm), I(Dm), I(Dm)});
       const std::vector<float> got = env.get(dw_new);
       RequireSameBits(got, env.get(dw_old));
@@ -443,3 +464,111 @@ TEST_CASE("embedding_grad_gather: the same bits as embedding_grad", "[colsum]") 
     }
   }
 }
+
+namespace {
+
+// embedding_grad_gather in token chunks (device_lower's form for ColSumVersion() 2): chunk z of
+// 300 ids (7 chunks, the last 200) writes the f32 partial [z, V, Dm] of exactly its ids, and
+// colsum_finish over the chunks gives the
+// gradient within f32 rounding of embedding_grad. Ids as in the test above (a run of 300 equal ids
+// spanning a chunk boundary, ids outside the table).
+TEST_CASE("embedding_grad_gather: token chunks then colsum_finish", "[colsum]") {
+  const int64_t V = 300, Dm = 200, n = 2000, per = 300, chunks = (n + per - 1) / per;
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + i / 3) % 37 + (i % 11 == 0 ? 250 : 0));
+  for (int64_t i = 1100; i < 1400; ++i) ids[static_cast<size_t>(i)] = 42;
+  ids[1] = -1;
+  ids[2] = static_cast<int32_t>(V);
+  const auto dy = Rand(static_cast<size_t>(n * Dm), 73);
+  std::vector<uint8_t> ir_chunk, ir_old, ir_fin;
+  REQUIRE(BuildEmbeddingGradGather(HTR_DTYPE_F32, HTR_DTYPE_I32, HTR_DTYPE_F32, 128, &ir_chunk).ok());
+  REQUIRE(BuildEmbeddingGrad(HTR_DTYPE_F32, HTR_DTYPE_I32, 32, &ir_old).ok());
+  REQUIRE(BuildColSumFinish(HTR_DTYPE_F32, htr::sched::kColSumFinishBlock, 1, &ir_fin).ok());
+  for (const char* mode : kModes) {
+    INFO(mode);
+    Env env;
+    htr_tensor_t* tid = env.tensor(HTR_DTYPE_I32, ids);
+    htr_tensor_t* tdy = env.f32(dy);
+    htr_tensor_t* part = env.f32(std::vector<float>(static_cast<size_t>(chunks * V * Dm), kNan));
+    htr_tensor_t* dw_new = env.f32(std::vector<float>(static_cast<size_t>(V * Dm), kNan));
+    htr_tensor_t* dw_old = env.f32(std::vector<float>(static_cast<size_t>(V * Dm), kNan));
+    env.run(ir_chunk, mode, 2, static_cast<uint32_t>(V), static_cast<uint32_t>(chunks),
+            {T(tid), T(tdy), T(part), I(n), I(V), I(Dm), I(Dm), I(Dm), I(per)});
+    const int64_t cols = V * Dm;
+    env.run(ir_fin, mode, static_cast<uint32_t>((cols + htr::sched::kColSumFinishBlock - 1) / htr::sched::kColSumFinishBlock),
+            {T(part), T(dw_new), I(cols), I(chunks), F(1.0)});
+    env.run(ir_old, mode, static_cast<uint32_t>((Dm + 31) / 32), {T(tid), T(tdy), T(dw_old), I(n), I(V), I(Dm), I(Dm), I(Dm)});
+    const std::vector<float> got = env.get(dw_new), want = env.get(dw_old);
+    for (size_t e = 0; e < got.size(); ++e) {
+      INFO("element " << e);
+      REQUIRE(Near(got[e], want[e], 1e-5));
+    }
+    CHECK(got[static_cast<size_t>(100 * Dm)] == 0.0f);  // row 100: no id
+    // Chunk 4 (ids 1200..1499) holds for row 42 the sum, in id order, of exactly its ids' dy rows.
+    const std::vector<float> parts = env.get(part);
+    for (int64_t c = 0; c < Dm; ++c) {
+      float want42 = 0.0f;
+      for (int64_t i = 1200; i < 1500; ++i)
+        if (ids[static_cast<size_t>(i)] == 42) want42 += dy[static_cast<size_t>(i * Dm + c)];
+      INFO("column " << c);
+      REQUIRE(Near(parts[static_cast<size_t>((4 * V + 42) * Dm + c)], want42, 1e-5));
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// AppendColSum's launches run as planned (the scheduler's argument wiring, scratch buffers
+// included) under both finish versions: 3000 x 200 (47 slices of 64 rows: version 2 adds a
+// middle pass of 8 slices per program, 6 groups) against double sums, and the two versions
+// within f32 rounding of each other.
+std::vector<float> RunColSum(const std::vector<float>& x, int64_t rows, int64_t cols, const char* mode) {
+  using htr::sched::FusedArg;
+  std::vector<uint64_t> scratch;
+  std::vector<htr::sched::FusedLaunch> launches;
+  REQUIRE(htr::sched::AppendColSum(rows, cols, FusedArg::Value(0), HTR_DTYPE_F32, FusedArg::Value(1), HTR_DTYPE_F32,
+                                   0.5, false, &scratch, &launches).ok());
+  Env env;
+  htr_tensor_t* tx = env.f32(x);
+  htr_tensor_t* out = env.f32(std::vector<float>(static_cast<size_t>(cols), kNan));
+  std::vector<htr_tensor_t*> scr;
+  for (uint64_t bytes : scratch) scr.push_back(env.f32(std::vector<float>(static_cast<size_t>(bytes / 4), kNan)));
+  for (const htr::sched::FusedLaunch& l : launches) {
+    std::vector<htr_kernel_launch_arg_t> args;
+    for (const FusedArg& a : l.args) {
+      switch (a.kind) {
+        case FusedArg::Kind::kValue: args.push_back(T(a.value == 0 ? tx : out)); break;
+        case FusedArg::Kind::kScratch: args.push_back(T(scr.at(a.scratch))); break;
+        case FusedArg::Kind::kInt: args.push_back(I(a.i)); break;
+        case FusedArg::Kind::kFloat: args.push_back(F(static_cast<float>(a.f))); break;
+      }
+    }
+    env.run(l.ir, mode, l.grid[0], l.grid[1], l.grid[2], args);
+  }
+  return env.get(out);
+}
+
+TEST_CASE("AppendColSum: the middle pass runs as planned", "[colsum]") {
+  const int64_t rows = 3000, cols = 200;
+  REQUIRE(htr::sched::PlanColSum(rows, cols).slices > static_cast<int64_t>(kColSumFinishAcc));
+  const auto x = Rand(static_cast<size_t>(rows * cols), 81, -2, 3);
+  std::vector<double> want(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) want[static_cast<size_t>(c)] += 0.5 * x[static_cast<size_t>(r * cols + c)];
+  for (const char* mode : kModes) {
+    INFO(mode);
+    const std::vector<float> v2 = RunColSum(x, rows, cols, mode);
+    REQUIRE(setenv("HTR_COLSUM_V", "1", 1) == 0);
+    const std::vector<float> v1 = RunColSum(x, rows, cols, mode);
+    unsetenv("HTR_COLSUM_V");
+    for (int64_t c = 0; c < cols; ++c) {
+      INFO("column " << c);
+      REQUIRE(Near(v2[static_cast<size_t>(c)], want[static_cast<size_t>(c)], 1e-5));
+      REQUIRE(Near(v1[static_cast<size_t>(c)], want[static_cast<size_t>(c)], 1e-5));
+    }
+  }
+}
+
+}  // namespace

@@ -40,8 +40,10 @@ const Param kParams[] = {{"ln_w", {kC}, 0.1f, true},       {"ln_b", {kC}, 0.1f, 
                          {"wout", {kC, kV}, 0.1f, false}};
 constexpr int kNumParams = 7;
 
-// loss = cross_entropy((x + (gelu(layer_norm(x) @ w1 + b1) @ w2 + b2)) @ wout, t).
-htr_graph_t* BuildBlock() {
+// loss = cross_entropy((x + (gelu(layer_norm(x) @ w1 + b1) @ w2 + b2)) @ wout, t). With
+// `computed_x`, x = input + input (an intermediate: stored in bf16, so layer_norm_grad's x is
+// widened by a cast, as in a transformer's blocks).
+htr_graph_t* BuildBlock(bool computed_x = false) {
   htr_graph_t* g = nullptr;
   API_REQUIRE(htr_graph_create(&g));
   const int64_t xs[2] = {kRows, kC}, ts[1] = {kRows};
@@ -59,6 +61,7 @@ htr_graph_t* BuildBlock() {
     API_REQUIRE(htr_graph_state(g, ("m_" + n).c_str(), HTR_DTYPE_F32, rank, q.shape.data(), &m[i]));
     API_REQUIRE(htr_graph_state(g, ("v_" + n).c_str(), HTR_DTYPE_F32, rank, q.shape.data(), &v[i]));
   }
+  if (computed_x) x = ApiOp(g, "add", {x, x});
   htr_value_t ln = ApiOp(g, "layer_norm", {x, p[0], p[1]});
   htr_value_t h = ApiOp(g, "gelu", {ApiOp(g, "add", {ApiOp(g, "matmul", {ln, p[2]}), p[3]})});
   htr_value_t y = ApiOp(g, "add", {ApiOp(g, "matmul", {h, p[4]}), p[5]});
@@ -240,6 +243,32 @@ TEST_CASE("device mode bf16: casts fold into row groups and column sums, host-mo
   CHECK(worst_w <= 2e-3);  // lr 1e-2: AdamW moves a weight by about lr per step
   CHECK(worst_unfused <= 2e-3);
   CHECK(worst_w < worst_f32);  // the folded casts still round to bf16
+  htr_graph_destroy(g);
+}
+
+// layer_norm_grad reading bf16 x and dy (cast_fold.h FoldLayerNormGradCasts): the two widening
+// casts before it are gone from the plan, and the numbers are those of the plan with the casts
+// (HTR_FOLD_LN_CASTS=0): the kernel widens the same bf16 values in registers.
+TEST_CASE("device mode bf16: layer_norm_grad reads its bf16 operands, same numbers",
+          "[memory][precision][casts]") {
+  if (std::strlen(HTR_TEST_CPU_PLUGIN) == 0) {
+    WARN("skipped: the cpu plugin is not built");
+    return;
+  }
+  CpuRuntime env;
+  htr_graph_t* g = BuildBlock(true);
+  const int steps = 3;
+  setenv("HTR_FOLD_LN_CASTS", "0", 1);
+  const Result off = Train(env, g, "device", 0, "bf16", steps);
+  unsetenv("HTR_FOLD_LN_CASTS");
+  const Result on = Train(env, g, "device", 0, "bf16", steps);
+  INFO("folded plan:\n" << on.plan << "\nwithout the fold:\n" << off.plan);
+  CHECK(on.reference_steps == 0);
+  CHECK(HasGroup(on, {"cast+layer_norm_grad"}));
+  CHECK_FALSE(HasGroup(off, {"cast+layer_norm_grad"}));
+  CHECK(on.cast_steps + 2 <= off.cast_steps);  // x's and dy's widening casts
+  for (int k = 0; k < steps; ++k) CHECK(on.losses[static_cast<size_t>(k)] == off.losses[static_cast<size_t>(k)]);
+  CHECK(WorstWeightDiff(on, off) == 0.0);
   htr_graph_destroy(g);
 }
 
