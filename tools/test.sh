@@ -24,6 +24,9 @@ BA=${HTR_TEST_ASAN_DIR:-build-asan}
 PASSED=0
 FAILED=0
 declare -a REPORT=()
+# What failed tests printed last, repeated above the summary (tools/test_failures.py).
+FAILURES=$(mktemp)
+trap 'rm -f "$FAILURES"' EXIT
 
 note() { printf '\n==== %s\n' "$*"; }
 record() {  # record <stage> <passed> <failed>
@@ -121,11 +124,13 @@ run_meson_tests() {
   local json flaky
   json=$(ls -t "$dir"/meson-logs/testlog*.json 2>/dev/null | head -1)
   if [[ $f -gt 0 && -n "$json" ]]; then
+    "$ROOT/tools/test_failures.py" "$label" "$json" >>"$FAILURES" 2>&1 || true
     flaky=$("$ROOT/tools/lsan_tracer_flake.py" "$json" 2>/dev/null || true)
     for t in $flaky; do
       note "$t: LeakSanitizer tracer crashed at exit after the test ran; rerunning it once"
       if meson test -C "$dir" --print-errorlogs "$@" "$t" >>"$log" 2>&1; then
         echo "$t: rerun passed"
+        echo "---- $label: $t passed when rerun once (counted as passed)" >>"$FAILURES"
         p=$((p + 1))
         f=$((f - 1))
       else
@@ -212,6 +217,11 @@ if [[ "${HTR_TEST_NO_ASAN:-0}" != 1 ]]; then
   echo "asan build and tests: $((SECONDS - T1)) s"
 else
   note "ASan+UBSan skipped (HTR_TEST_NO_ASAN=1)"
+fi
+
+if [[ -s "$FAILURES" ]]; then
+  note "failed tests, the end of what each printed"
+  cat "$FAILURES"
 fi
 
 note "summary ($((SECONDS)) s)"
