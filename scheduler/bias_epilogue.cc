@@ -194,10 +194,7 @@ Status ApplyBiasEpilogue(const Graph& in, const BiasAccept& accept, Graph* out, 
       continue;
     }
     if (skip[i]) continue;
-    std::vector<ValueId> ins, outs;
-    for (ValueId v : n.inputs) ins.push_back(r.Map(v));
-    HTR_OPS_RETURN_IF_ERROR(r.Add(n.def->name, ins, n.attrs, &outs));
-    for (size_t k = 0; k < outs.size(); ++k) r.Set(n.outputs[k], outs[k]);
+    HTR_OPS_RETURN_IF_ERROR(r.Copy(n));
   }
   HTR_OPS_RETURN_IF_ERROR(r.Finish());
   if (stats) *stats = st;

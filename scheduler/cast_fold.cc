@@ -62,13 +62,43 @@ uint32_t Pow2AtLeast(int64_t n) {
   return b;
 }
 
-// Step `c` is a plain widening cast (bf16/f16 -> f32) whose output only step `at` reads.
-bool WideningCastFor(const Program& p, int c, ValueId out, const std::vector<uint32_t>& readers,
-                     const std::vector<bool>& external) {
-  if (c < 0 || readers[out] != 1 || external[out]) return false;
-  const Step& s = p.steps[static_cast<size_t>(c)];
-  return s.fused < 0 && !s.alias && s.def != nullptr && IsFloatCastStep(p, s) && Lowp(p.values[s.inputs[0]].info.dtype) &&
-         p.values[out].info.dtype == HTR_DTYPE_F32;
+// Who reads and who writes each value of a program: the scan both folds start from.
+struct ValueUses {
+  std::vector<uint32_t> readers;  // steps reading the value
+  std::vector<int> producer;      // the step writing it, -1 for inputs and states
+  std::vector<bool> external;     // a graph output or a state's assigned value: read after the step list
+  std::vector<bool> state;        // a state's current value (written in place by the step list)
+
+  explicit ValueUses(const Program& p)
+      : readers(p.values.size(), 0), producer(p.values.size(), -1), external(p.values.size(), false),
+        state(p.values.size(), false) {
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      for (ValueId v : p.steps[i].inputs) ++readers[v];
+      for (ValueId v : p.steps[i].outputs) producer[v] = static_cast<int>(i);
+    }
+    for (const Port& o : p.outputs) external[o.value] = true;
+    for (const Port& s : p.states) {
+      state[s.value] = true;
+      if (s.assigned != kNoValue) external[s.assigned] = true;
+    }
+  }
+
+  // Step `c` is a plain widening cast (bf16/f16 -> f32) whose output `out` only one step reads.
+  bool WideningCastFor(const Program& p, int c, ValueId out) const {
+    if (c < 0 || readers[out] != 1 || external[out]) return false;
+    const Step& s = p.steps[static_cast<size_t>(c)];
+    return s.fused < 0 && !s.alias && s.def != nullptr && IsFloatCastStep(p, s) &&
+           Lowp(p.values[s.inputs[0]].info.dtype) && p.values[out].info.dtype == HTR_DTYPE_F32;
+  }
+};
+
+// Removes the steps marked in `drop`, keeping the order of the rest.
+void DropSteps(Program* p, const std::vector<bool>& drop) {
+  std::vector<Step> steps;
+  for (size_t i = 0; i < p->steps.size(); ++i) {
+    if (!drop[i]) steps.push_back(std::move(p->steps[i]));
+  }
+  p->steps = std::move(steps);
 }
 
 // The launches of layer_norm_grad `ln` (with `add`: its residual form, dx = r + the gradient,
@@ -113,18 +143,7 @@ bool LayerNormCastFoldEnabledByEnv() {
 
 Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats, std::vector<std::string>* rejections) {
   if (!CastFoldEnabledByEnv()) return Status::Ok();
-  const size_t nv = p->values.size();
-  std::vector<uint32_t> readers(nv, 0);
-  std::vector<bool> external(nv, false);
-  std::vector<int> producer(nv, -1);
-  for (size_t i = 0; i < p->steps.size(); ++i) {
-    for (ValueId v : p->steps[i].inputs) ++readers[v];
-    for (ValueId v : p->steps[i].outputs) producer[v] = static_cast<int>(i);
-  }
-  for (const Port& o : p->outputs) external[o.value] = true;
-  for (const Port& s : p->states) {
-    if (s.assigned != kNoValue) external[s.assigned] = true;
-  }
+  const ValueUses uses(*p);
   // Pairs (cast a, sum b); the cast's output has the sum as its only reader, so the group can run
   // at b with the cast's input (produced before a) and nothing else needs the f32 copy.
   std::vector<int> group_at(p->steps.size(), -1);  // at b: index into p->fused
@@ -135,12 +154,8 @@ Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats,
     if (s.fused >= 0 || s.alias || s.def == nullptr || !LeadingSum(*p, s, &r, &m)) continue;
     if (m < 2 || !ColSumApplies(r, m)) continue;  // device_lower.cc's Reduce: no column sum either
     const ValueId x32 = s.inputs[0];
-    const int a = producer[x32];
-    if (a < 0 || readers[x32] != 1 || external[x32]) continue;
-    const Step& c = p->steps[static_cast<size_t>(a)];
-    if (c.fused >= 0 || c.alias || c.def == nullptr || !IsFloatCastStep(*p, c) ||
-        !Lowp(p->values[c.inputs[0]].info.dtype) || p->values[x32].info.dtype != HTR_DTYPE_F32)
-      continue;
+    const int a = uses.producer[x32];
+    if (!uses.WideningCastFor(*p, a, x32)) continue;
     FusedGroup g;
     Status st = BuildCastSum(*p, static_cast<size_t>(a), b, r, m, &g);
     std::string why;
@@ -178,20 +193,7 @@ Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats,
 Status FoldLayerNormGradCasts(Program* p, const Fuser::Accept& accept, FusionStats* stats,
                               std::vector<std::string>* rejections) {
   if (!CastFoldEnabledByEnv() || !LayerNormCastFoldEnabledByEnv()) return Status::Ok();
-  const size_t nv = p->values.size();
-  std::vector<uint32_t> readers(nv, 0);
-  std::vector<bool> external(nv, false);
-  std::vector<int> producer(nv, -1);
-  for (size_t i = 0; i < p->steps.size(); ++i) {
-    for (ValueId v : p->steps[i].inputs) ++readers[v];
-    for (ValueId v : p->steps[i].outputs) producer[v] = static_cast<int>(i);
-  }
-  for (const Port& o : p->outputs) external[o.value] = true;
-  for (const Port& s : p->states) {
-    if (s.assigned != kNoValue) external[s.assigned] = true;
-  }
-  std::vector<bool> state(nv, false);
-  for (const Port& s : p->states) state[s.value] = true;
+  const ValueUses uses(*p);
   std::vector<bool> drop(p->steps.size(), false);  // the folded casts
   for (size_t i = 0; i < p->steps.size(); ++i) {
     Step& s = p->steps[i];
@@ -212,13 +214,13 @@ Status FoldLayerNormGradCasts(Program* p, const Fuser::Accept& accept, FusionSta
     }
     const ValueId x32 = ln->inputs[0], dy32 = ln->inputs[2];
     if (x32 == dy32 || (add != nullptr && (r == x32 || r == dy32))) continue;
-    const int cx = producer[x32], cd = producer[dy32];
-    if (!WideningCastFor(*p, cx, x32, readers, external) || !WideningCastFor(*p, cd, dy32, readers, external)) continue;
+    const int cx = uses.producer[x32], cd = uses.producer[dy32];
+    if (!uses.WideningCastFor(*p, cx, x32) || !uses.WideningCastFor(*p, cd, dy32)) continue;
     const Step &castx = p->steps[static_cast<size_t>(cx)], &castd = p->steps[static_cast<size_t>(cd)];
     const ValueId x = castx.inputs[0], dy = castd.inputs[0];
     const htr_dtype_t in = p->values[x].info.dtype;
     if (p->values[dy].info.dtype != in) continue;  // layernorm_params_slices reads both in one dtype
-    if (state[x] || state[dy]) continue;  // read later than the casts: not across an in-place state write
+    if (uses.state[x] || uses.state[dy]) continue;  // read later than the casts: not across an in-place state write
     FusedGroup g;
     g.name = add != nullptr ? "cast+layer_norm_grad+add" : "cast+layer_norm_grad";
     const Step& first = cx < cd ? castx : castd;
@@ -255,11 +257,7 @@ Status FoldLayerNormGradCasts(Program* p, const Fuser::Accept& accept, FusionSta
     }
     s.inputs = std::move(uniq);
   }
-  std::vector<Step> steps;
-  for (size_t i = 0; i < p->steps.size(); ++i) {
-    if (!drop[i]) steps.push_back(std::move(p->steps[i]));
-  }
-  p->steps = std::move(steps);
+  DropSteps(p, drop);
   return Status::Ok();
 }
 

@@ -2,11 +2,11 @@
 #include "colsum.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <string>
 
 #include "ops/kernels/colsum.h"
+#include "runtime/config.h"
 
 namespace htr::sched {
 
@@ -65,8 +65,8 @@ uint32_t StageUnroll() { return ColSumVersion() >= 2 ? K::kColSumUnrollWide : K:
 }  // namespace
 
 int ColSumVersion() {
-  const char* v = std::getenv("HTR_COLSUM_V");
-  return v != nullptr && std::strcmp(v, "1") == 0 ? 1 : 2;
+  const std::optional<std::string> v = htr::rt::ReadEnv("HTR_COLSUM_V");
+  return v && *v == "1" ? 1 : 2;
 }
 
 ColSumPlan PlanColSum(int64_t rows, int64_t cols) {

@@ -14,6 +14,7 @@
 #include "ops/kernels/colsum.h"
 #include "ops/kernels/cast_flat.h"
 #include "ops/kernels/train_kernels.h"
+#include "runtime/config.h"
 
 namespace htr::sched {
 
@@ -219,8 +220,8 @@ Status Lowering::Run() {
     if (ops::Numel(p_.values[v].info.shape) > kMaxIndex) return Unimpl(op_, "operand too large for i32 indexing");
   }
   const std::string& n = op_;
-  if (const char* skip = std::getenv("HTR_DEVICE_LOWER_SKIP")) {  // debugging: "op,op,..." run their reference
-    const std::string list = "," + std::string(skip) + ",";
+  if (const std::optional<std::string> skip = htr::rt::ReadEnv("HTR_DEVICE_LOWER_SKIP")) {  // debugging: "op,op,..." run their reference
+    const std::string list = "," + *skip + ",";
     if (list.find("," + n + ",") != std::string::npos) return Unimpl(n, "skipped (HTR_DEVICE_LOWER_SKIP)");
   }
   if (n == "add" || n == "sub" || n == "mul" || n == "div" || n == "maximum" || n == "minimum") return Binary();
@@ -459,7 +460,7 @@ Status Lowering::Embedding(bool grad) {
     const uint32_t gblock = std::min<uint32_t>(Pow2AtLeast(D), 128);
     // HTR_EMBED_CHUNK=K (diagnostic, for A/B runs): K ids per chunk, 0 for one chunk.
     int64_t want = ColSumVersion() >= 2 ? kEmbeddingGatherChunk : 0;
-    if (const char* e = std::getenv("HTR_EMBED_CHUNK")) want = std::strtoll(e, nullptr, 10);
+    if (const std::optional<std::string> e = htr::rt::ReadEnv("HTR_EMBED_CHUNK")) want = std::strtoll(e->c_str(), nullptr, 10);
     const int64_t per = want > 0 ? std::min<int64_t>(want, std::max<int64_t>(n, 1)) : std::max<int64_t>(n, 1);
     const int64_t chunks = (n + per - 1) / per;
     if (chunks <= 1 || chunks > o_.max_grid[2] || chunks * V * D >= (int64_t{1} << 31)) {

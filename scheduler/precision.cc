@@ -117,6 +117,15 @@ Status GraphReplay::Add(const std::string& op, const std::vector<ValueId>& input
   return dst_->AddOp(op, inputs, attrs, outputs);
 }
 
+Status GraphReplay::Copy(const Node& n) {
+  std::vector<ValueId> ins, outs;
+  ins.reserve(n.inputs.size());
+  for (ValueId v : n.inputs) ins.push_back(Map(v));
+  HTR_OPS_RETURN_IF_ERROR(Add(n.def->name, ins, n.attrs, &outs));
+  for (size_t k = 0; k < outs.size() && k < n.outputs.size(); ++k) Set(n.outputs[k], outs[k]);
+  return Status::Ok();
+}
+
 Status GraphReplay::Finish() {
   for (const Port& o : src_.outputs()) {
     ValueId v = Map(o.value);
@@ -142,12 +151,7 @@ Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* o
   const auto& values = in.values();
   const auto& nodes = in.nodes();
   if (p == Precision::kF32) {
-    for (const Node& n : nodes) {
-      std::vector<ValueId> ins, outs;
-      for (ValueId v : n.inputs) ins.push_back(r.Map(v));
-      HTR_OPS_RETURN_IF_ERROR(r.Add(n.def->name, ins, n.attrs, &outs));
-      for (size_t k = 0; k < outs.size(); ++k) r.Set(n.outputs[k], outs[k]);
-    }
+    for (const Node& n : nodes) HTR_OPS_RETURN_IF_ERROR(r.Copy(n));
     HTR_OPS_RETURN_IF_ERROR(r.Finish());
     if (stats) *stats = st;
     return Status::Ok();

@@ -95,6 +95,8 @@ class GraphReplay {
   // Adds op `op` to the destination; errors name the op.
   Status Add(const std::string& op, const std::vector<ValueId>& inputs, const ops::Attrs& attrs,
              std::vector<ValueId>* outputs);
+  // Adds source node `n` unchanged (same op and attrs, inputs through Map) and maps its outputs.
+  Status Copy(const Node& n);
   Status Finish();
   const Graph& src() const { return src_; }
   Graph* dst() const { return dst_; }

@@ -20,18 +20,31 @@ using namespace htr::lang;  // NOLINT
 
 namespace {
 
+// The row kernel's arguments, in the order both forms (and the scheduler's launches) use.
+struct RowArgs {
+  Value X, W, DY, R, DX, Mean, Rstd, cols, eps;
+  RowArgs(Builder& b, htr_dtype_t dt, htr_dtype_t in, bool residual) {
+    X = b.arg_ptr("x", in, true);
+    W = b.arg_ptr("weight", dt, true);
+    DY = b.arg_ptr("dy", in, true);
+    if (residual) R = b.arg_ptr("residual", dt, true);
+    DX = b.arg_ptr("dx", dt);
+    Mean = b.arg_ptr("mean", HTR_DTYPE_F32);
+    Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32);
+    cols = b.arg_scalar("cols", HTR_DTYPE_I32);
+    eps = b.arg_scalar("eps", HTR_DTYPE_F32);
+  }
+};
+
 // With `residual`: an extra input r (after dy) and dx = r + the LayerNorm gradient, in f32 (the
 // residual branch's gradient sum fused as an epilogue).
 // `in` is the dtype of x and dy (bf16/f16 where a widening cast was folded in: loaded and widened
 // in registers, the values the cast would have stored), `dt` that of everything else.
 Status BuildWholeRow(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
   Builder b(residual ? "layernorm_backward_residual_row" : "layernorm_backward_row");
-  Value X = b.arg_ptr("x", in, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", in, true);
-  Value R;
-  if (residual) R = b.arg_ptr("residual", dt, true);
-  Value DX = b.arg_ptr("dx", dt), Mean = b.arg_ptr("mean", HTR_DTYPE_F32), Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32);
-  Value cols = b.arg_scalar("cols", HTR_DTYPE_I32);
-  Value eps = b.arg_scalar("eps", HTR_DTYPE_F32);
+  const RowArgs args(b, dt, in, residual);
+  const Value &X = args.X, &W = args.W, &DY = args.DY, &R = args.R, &DX = args.DX, &Mean = args.Mean, &Rstd = args.Rstd;
+  const Value &cols = args.cols, &eps = args.eps;
   Value row = b.program_id(0);
   Value c = b.arange(0, static_cast<int32_t>(block));
   Value m = c < cols;
@@ -56,12 +69,9 @@ Status BuildWholeRow(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residu
 
 Status Build(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
   Builder b(residual ? "layernorm_backward_residual" : "layernorm_backward");
-  Value X = b.arg_ptr("x", in, true), W = b.arg_ptr("weight", dt, true), DY = b.arg_ptr("dy", in, true);
-  Value R;
-  if (residual) R = b.arg_ptr("residual", dt, true);
-  Value DX = b.arg_ptr("dx", dt), Mean = b.arg_ptr("mean", HTR_DTYPE_F32), Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32);
-  Value cols = b.arg_scalar("cols", HTR_DTYPE_I32);
-  Value eps = b.arg_scalar("eps", HTR_DTYPE_F32);
+  const RowArgs args(b, dt, in, residual);
+  const Value &X = args.X, &W = args.W, &DY = args.DY, &R = args.R, &DX = args.DX, &Mean = args.Mean, &Rstd = args.Rstd;
+  const Value &cols = args.cols, &eps = args.eps;
   const int32_t bs = static_cast<int32_t>(block);
   Value row = b.program_id(0);
   Value c = b.arange(0, bs);

@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 
-from train_runs import make_data, run
+from train_runs import make_data, not_generated, plan_rows, run, worst_rel
 
 SHAPE = ["--layers", "2", "--width", "32", "--heads", "2", "--ctx", "16", "--batch", "4",
          "--warmup", "0", "--lr", "1e-2", "--seed", "7"]
@@ -31,17 +31,17 @@ def main():
                 losses, text = run(exe, work, name.replace(" ", "_"), steps,
                                    {"HTR_EXEC": "device", "HTR_KERNELS": "generated",
                                     "HTR_FUSION": fusion, "HTR_CPU_JIT": jit}, SHAPE, 900)
-                rows = [l.strip() for l in text.splitlines() if l.startswith("  ") and "[" in l]
+                rows = plan_rows(text)
                 if not rows:
                     failed.append("%s: no plan printed" % name)
-                bad = [r for r in rows if "[reference" in r or "[library" in r]
+                bad = not_generated(rows)
                 if bad:
                     failed.append("%s: steps not generated: %s" % (name, "; ".join(bad)))
                 if fusion == "force" and not any("[fused:" in r for r in rows):
                     failed.append("%s: no fused groups" % name)
                 if fusion == "0" and any("[fused:" in r for r in rows):
                     failed.append("%s: fused with HTR_FUSION=0" % name)
-                worst = max(abs(a - b) / abs(b) for a, b in zip(losses, ref))
+                worst = worst_rel(losses, ref)
                 print("%-36s %s worst rel %.2e" % (name, " ".join("%.8f" % v for v in losses), worst))
                 if worst > 1e-5:
                     failed.append("%s: losses differ by %.2e relative (bound 1e-5)" % (name, worst))

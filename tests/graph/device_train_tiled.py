@@ -14,7 +14,7 @@ import re
 import sys
 import tempfile
 
-from train_runs import make_data, run
+from train_runs import make_data, not_generated, plan_rows, run, worst_rel
 
 SHAPE = ["--layers", "1", "--width", "192", "--heads", "2", "--ctx", "16", "--batch", "4",
          "--warmup", "0", "--lr", "1e-2", "--seed", "11"]
@@ -40,8 +40,8 @@ def main():
             gelu = [l for l in text.splitlines() if re.search(r"fusion: \S*gelu\S* launch grid", l)]
             if not gelu:
                 failed.append("%s: no GELU group's launch in the debug log" % name)
-            rows = [l.strip() for l in text.splitlines() if l.startswith("  ") and "[" in l]
-            bad = [r for r in rows if "[reference" in r or "[library" in r]
+            rows = plan_rows(text)
+            bad = not_generated(rows)
             if bad:
                 failed.append("%s: steps not generated: %s" % (name, "; ".join(bad)))
             if tile and not tiled:
@@ -50,7 +50,7 @@ def main():
                 failed.append("%s: tiled on cpu without HTR_TILE_ROWS: %s" % (name, tiled[0]))
             if not any("write their state in place" in l for l in text.splitlines()):
                 failed.append("%s: no assignment written in place" % name)
-            worst = max(abs(a - b) / abs(b) for a, b in zip(losses, ref))
+            worst = worst_rel(losses, ref)
             print("%-30s %s worst rel %.2e (%d tiled group builds)" %
                   (name, " ".join("%.8f" % v for v in losses), worst, len(tiled)))
             if worst > 1e-5:

@@ -5,6 +5,7 @@ The scripts import this module from their own folder: meson passes them by their
 (files(...)), so Python puts tests/memory first on sys.path, from a build dir too.
 """
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,17 +18,14 @@ def fail(msg):
     sys.exit(1)
 
 
-# LeakSanitizer's exit-time tracer crashing (the same signature tools/lsan_tracer_flake.py looks
-# for in whole tests): both lines, and no report of a sanitizer finding.
-LSAN_TRACER_CRASH = ("Tracer caught signal", "LeakSanitizer has encountered a fatal error")
-SANITIZER_REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer: detected memory leaks", "runtime error:",
-                     "SUMMARY: AddressSanitizer", "SUMMARY: UndefinedBehaviorSanitizer", "SUMMARY: LeakSanitizer")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from lsan_tracer_flake import tracer_crash_only  # noqa: E402
 
 
 def lsan_tracer_crashed(stderr):
     """Whether a run's only fault is LeakSanitizer's own tracer dying at exit (under the asan setup,
     now and then, after the program's work is done; nothing about the code under test)."""
-    return all(c in stderr for c in LSAN_TRACER_CRASH) and not any(r in stderr for r in SANITIZER_REPORTS)
+    return tracer_crash_only(stderr)
 
 
 def run(exe, args, out_dir, expect_rc=0, timeout=1200, env=None, label=""):
