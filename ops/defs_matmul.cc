@@ -1,8 +1,10 @@
 // matmul: batched, numpy-broadcast batch dims, trans_a / trans_b, an optional third input `bias`
-// ([N], the output's dtype or f32) added to every row before the one rounding into the output's
-// dtype (abi/OPS.md; scheduler/bias_epilogue.h folds add(matmul, bias) into it). Gradients are
-// matmuls with flipped transposes, summed over broadcast batch dims; the bias's is dY summed over
-// every dim but the last.
+// ([N], the operands' dtype or f32) added to every row before the one rounding into the output's
+// dtype (abi/OPS.md; scheduler/bias_epilogue.h folds add(matmul, bias) into it), and an optional
+// `out_dtype` ("f32": bf16/f16 operands, an f32 result straight from the f32 accumulator, never
+// rounded to lowp; bias_epilogue.h folds matmul + widening cast into it). Gradients are matmuls
+// with flipped transposes (dY cast to the operands' dtype first where it differs), summed over
+// broadcast batch dims; the bias's is dY summed over every dim but the last.
 #include "infer_util.h"
 #include "ref/kernels.h"
 #include "registry.h"
@@ -36,13 +38,24 @@ Status InferMatmul(const std::vector<ValueInfo>& in, const Attrs& at, std::vecto
       return Invalid(std::string("matmul: bias dtype ") + DtypeName(bias.dtype) + " is neither " +
                      DtypeName(in[0].dtype) + " nor f32");
   }
-  *out = {ValueInfo{in[0].dtype, batch}};
+  htr_dtype_t out_dtype = in[0].dtype;
+  if (at.Has("out_dtype")) {
+    const std::string od = at.GetStr("out_dtype");
+    const htr_dtype_t d = DtypeFromName(od);
+    if (d != in[0].dtype && !(d == HTR_DTYPE_F32 && (in[0].dtype == HTR_DTYPE_BF16 || in[0].dtype == HTR_DTYPE_F16)))
+      return Invalid("matmul: out_dtype '" + od + "' with " + DtypeName(in[0].dtype) + " operands (only f32 from bf16/f16, or the operands' dtype)");
+    out_dtype = d;
+  }
+  *out = {ValueInfo{out_dtype, batch}};
   return Status::Ok();
 }
 
 void GradMatmul(GradCtx& c) {
   const int64_t ta = c.attrs.GetInt("trans_a") != 0, tb = c.attrs.GetInt("trans_b") != 0;
-  const ValueId A = c.x[0], B = c.x[1], dY = c.dy[0];
+  const ValueId A = c.x[0], B = c.x[1];
+  ValueId dY = c.dy[0];
+  const htr_dtype_t in_dtype = c.b.Info(A).dtype;
+  if (c.b.Info(dY).dtype != in_dtype) dY = c.b.Op1("cast", {dY}, Attrs().Str("dtype", DtypeName(in_dtype)));  // out_dtype
   if (c.need[0]) {
     ValueId g = ta ? c.b.Op1("matmul", {B, dY}, Attrs().Int("trans_a", tb).Int("trans_b", 1))
                    : c.b.Op1("matmul", {dY, B}, Attrs().Int("trans_b", !tb));
@@ -54,7 +67,7 @@ void GradMatmul(GradCtx& c) {
     c.dx[1] = SumToShape(c.b, g, c.b.Info(B).shape);
   }
   if (c.x.size() > 2 && c.need[2]) {
-    ValueId g = SumToShape(c.b, dY, c.b.Info(c.x[2]).shape);
+    ValueId g = SumToShape(c.b, c.dy[0], c.b.Info(c.x[2]).shape);
     if (c.b.Info(g).dtype != c.b.Info(c.x[2]).dtype)
       g = c.b.Op1("cast", {g}, Attrs().Str("dtype", DtypeName(c.b.Info(c.x[2]).dtype)));
     c.dx[2] = g;
@@ -68,7 +81,7 @@ void RegisterMatmulOps(std::vector<OpDef>* defs) {
   d.name = "matmul";
   d.min_inputs = 2;
   d.max_inputs = 3;  // A, B, optional bias
-  d.attrs = {IntAttr("trans_a", 0), IntAttr("trans_b", 0)};
+  d.attrs = {IntAttr("trans_a", 0), IntAttr("trans_b", 0), OptionalAttr("out_dtype", HTR_ATTR_STRING)};
   d.infer = InferMatmul;
   d.kernel = ref::Matmul;
   d.grad = GradMatmul;

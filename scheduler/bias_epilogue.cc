@@ -28,21 +28,36 @@ const char* CastName(htr_dtype_t d) {
   }
 }
 
-// One chain, by node index (-1: absent) and the values the fused matmul reads and writes.
+// One chain, by node index (-1: absent) and the values the fused matmul reads and writes. `at`:
+// where the fused matmul is emitted (the add, or the widening cast of a chain without one).
 struct Chain {
-  int matmul = -1, widen = -1, add = -1, narrow = -1;
-  ValueId bias = kNoValue;
+  int matmul = -1, widen = -1, add = -1, narrow = -1, at = -1;
+  ValueId bias = kNoValue;  // kNoValue: the widening store (no bias)
   htr_dtype_t bias_dtype = HTR_DTYPE_F32;  // what the fused matmul reads
   ValueId result = kNoValue;               // the chain's last value (y, or s)
 };
 
+// Readers of an f32 value that take it as it is stored (no kernel of theirs widens a lowp operand
+// in registers): a widening cast in front of them is a launch of its own, which the f32-result
+// matmul saves. Elementwise ops, layer_norm_grad and sums fold a widening cast that only they
+// read into their kernel (fused groups, cast_fold.h), so for them the cast costs no launch and
+// the lowp product fewer bytes: those keep it. A cast with several readers (a weight gradient
+// read by global_norm and the clipping mul) or a graph output is materialized either way.
+bool TakesF32AsStored(const std::string& op) {
+  return op == "global_norm" || op == "adamw_update" || op == "sgd_momentum_update" || op == "cross_entropy" ||
+         op == "cross_entropy_grad";
+}
+
 class Finder {
  public:
   explicit Finder(const Graph& g) : g_(g), readers_(g.values().size(), 0), reader_(g.values().size(), -1),
-                                    external_(g.values().size(), false) {
+                                    external_(g.values().size(), false), reader_ops_(g.values().size()) {
     const auto& nodes = g.nodes();
     for (size_t i = 0; i < nodes.size(); ++i) {
-      for (ValueId v : nodes[i].inputs) ++readers_[v], reader_[v] = static_cast<int>(i);
+      for (ValueId v : nodes[i].inputs) {
+        ++readers_[v], reader_[v] = static_cast<int>(i);
+        reader_ops_[v].push_back(&nodes[i].def->name);
+      }
     }
     for (const Port& o : g.outputs()) external_[o.value] = true;
     for (const Port& s : g.states()) {
@@ -60,8 +75,32 @@ class Finder {
   const ValueInfo& Info(ValueId v) const { return g_.values()[v].info; }
   int SoleReader(ValueId v) const { return readers_[v] == 1 && !external_[v] ? reader_[v] : -1; }
 
-  // The chain ending in add node `a`, or false.
-  bool Match(int a, Chain* c) const {
+  // The widening store ending in cast node `w` (see bias_epilogue.h), or false.
+  bool MatchWiden(int w, Chain* c) const {
+    const Node& cast = g_.nodes()[static_cast<size_t>(w)];
+    if (cast.inputs.size() != 1 || cast.outputs.size() != 1 || Info(cast.outputs[0]).dtype != HTR_DTYPE_F32) return false;
+    const int producer = Private(cast.inputs[0], w);
+    if (!Is(producer, "matmul")) return false;
+    const ValueId x = cast.outputs[0];
+    if (readers_[x] == 0 && !external_[x]) return false;
+    // One reader that widens the lowp product in its own kernel (the cast folds into it): keep it.
+    if (readers_[x] == 1 && !external_[x] && !TakesF32AsStored(*reader_ops_[x][0])) return false;
+    const Node& mm = g_.nodes()[static_cast<size_t>(producer)];
+    if (mm.inputs.size() != 2 || mm.attrs.Has("out_dtype")) return false;
+    const ValueInfo &mi = Info(mm.outputs[0]), &ai = Info(mm.inputs[0]), &bi = Info(mm.inputs[1]);
+    if (!Lowp(mi.dtype) || ai.shape.size() != 2 || bi.shape.size() != 2 || mi.shape.size() != 2) return false;
+    Chain ch;
+    ch.matmul = producer;
+    ch.widen = w;
+    ch.at = w;
+    ch.result = cast.outputs[0];
+    *c = ch;
+    return true;
+  }
+
+  // The chain ending in add node `a`, or false. `f32_out`: a lowp product widened for an f32 add
+  // whose sum stays f32 may fold (the matmul then writes f32).
+  bool Match(int a, bool f32_out, Chain* c) const {
     const Node& add = g_.nodes()[static_cast<size_t>(a)];
     if (add.inputs.size() != 2 || add.outputs.size() != 1) return false;
     const ValueId s = add.outputs[0];
@@ -76,7 +115,7 @@ class Finder {
       }
       if (!Is(producer, "matmul")) continue;
       const Node& mm = g_.nodes()[static_cast<size_t>(producer)];
-      if (mm.inputs.size() != 2) continue;
+      if (mm.inputs.size() != 2 || mm.attrs.Has("out_dtype")) continue;
       const ValueInfo &mi = Info(mm.outputs[0]), &ai = Info(mm.inputs[0]), &bi_ = Info(mm.inputs[1]);
       if (ai.shape.size() != 2 || bi_.shape.size() != 2 || mi.shape.size() != 2) continue;
       const ValueInfo &si = Info(s), &bi = Info(b);
@@ -85,15 +124,22 @@ class Finder {
       Chain ch;
       ch.matmul = producer;
       ch.add = a;
+      ch.at = a;
       ch.bias = b;
       if (widen >= 0) {
-        // lowp product widened for an f32 add: fold only when the sum is narrowed back.
+        // lowp product widened for an f32 add: the sum narrowed back (a lowp result), or kept in
+        // f32 (an f32 result, with f32_out).
         if (!Lowp(mi.dtype) || Info(x).dtype != HTR_DTYPE_F32 || si.dtype != HTR_DTYPE_F32) continue;
         const int narrow = SoleReader(s);
-        if (!Is(narrow, "cast") || Info(g_.nodes()[static_cast<size_t>(narrow)].outputs[0]).dtype != mi.dtype) continue;
         ch.widen = widen;
-        ch.narrow = narrow;
-        ch.result = g_.nodes()[static_cast<size_t>(narrow)].outputs[0];
+        if (Is(narrow, "cast") && Info(g_.nodes()[static_cast<size_t>(narrow)].outputs[0]).dtype == mi.dtype) {
+          ch.narrow = narrow;
+          ch.result = g_.nodes()[static_cast<size_t>(narrow)].outputs[0];
+        } else if (f32_out) {
+          ch.result = s;
+        } else {
+          continue;
+        }
       } else {
         if (si.dtype != mi.dtype) continue;
         ch.result = s;
@@ -109,68 +155,87 @@ class Finder {
   std::vector<uint32_t> readers_;
   std::vector<int> reader_;  // the last reader (the only one when readers_ is 1)
   std::vector<bool> external_;
+  std::vector<std::vector<const std::string*>> reader_ops_;  // the op names reading each value
 };
+
 
 std::string Describe(const BiasMatmulQuery& q) {
   return std::to_string(q.m) + "x" + std::to_string(q.n) + "x" + std::to_string(q.k) + " " + CastName(q.in) +
-         "->" + CastName(q.out) + " bias " + CastName(q.bias);
+         "->" + CastName(q.out) + (q.has_bias ? std::string(" bias ") + CastName(q.bias) : std::string(" no bias"));
 }
 
-}  // namespace
-
-bool BiasEpilogueEnabledByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_BIAS_EPILOGUE");
+bool EnvOn(const char* key) {
+  std::optional<std::string> v = htr::rt::ReadEnv(key);
   if (!v) return true;
   return !(*v == "0" || *v == "off" || *v == "false");
 }
 
-Status ApplyBiasEpilogue(const Graph& in, const BiasAccept& accept, Graph* out, BiasEpilogueStats* stats) {
+}  // namespace
+
+bool BiasEpilogueEnabledByEnv() { return EnvOn("HTR_BIAS_EPILOGUE"); }
+
+bool MatmulF32OutEnabledByEnv() { return EnvOn("HTR_MATMUL_F32_OUT"); }
+
+Status ApplyBiasEpilogue(const Graph& in, const BiasAccept& accept, Graph* out, BiasEpilogueStats* stats,
+                         bool f32_out) {
   BiasEpilogueStats st;
   const auto& nodes = in.nodes();
   Finder f(in);
   std::vector<int> chain_at(nodes.size(), -1);  // add node -> chain index
   std::vector<bool> skip(nodes.size(), false);
   std::vector<Chain> chains;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].def->name != "add") continue;
-    Chain c;
-    if (!f.Match(static_cast<int>(i), &c)) continue;
-    const Node& mm = nodes[static_cast<size_t>(c.matmul)];
-    const ValueInfo &ai = f.Info(mm.inputs[0]), &ci = f.Info(c.result);
-    BiasMatmulQuery q;
-    q.in = ai.dtype;
-    q.out = ci.dtype;
-    q.trans_a = mm.attrs.GetInt("trans_a") != 0;
-    q.trans_b = mm.attrs.GetInt("trans_b") != 0;
-    q.m = ci.shape[0];
-    q.n = ci.shape[1];
-    q.k = q.trans_a ? ai.shape[0] : ai.shape[1];
-    // The bias as it is first (no cast; an f32 bias is the more exact sum), else in C's dtype
-    // (PyTorch's autocast numbers; cuBLASLt's rule outside fp8).
-    std::string why;
-    bool ok = false;
-    for (htr_dtype_t bd : {f.Info(c.bias).dtype, ci.dtype}) {
-      q.bias = bd;
-      std::string w;
-      if (accept && accept(q, &w)) {
-        ok = true;
-        c.bias_dtype = bd;
-        break;
+  // Bias chains first (at their adds), then widening stores (at their casts) among the nodes no
+  // accepted bias chain took.
+  for (size_t pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const std::string& op = nodes[i].def->name;
+      Chain c;
+      if (pass == 0 && op == "add") {
+        if (!f.Match(static_cast<int>(i), f32_out, &c)) continue;
+      } else if (pass == 1 && op == "cast" && f32_out && !skip[i]) {
+        if (!f.MatchWiden(static_cast<int>(i), &c) || skip[static_cast<size_t>(c.matmul)]) continue;
+      } else {
+        continue;
       }
-      if (why.empty()) why = w;
-      if (bd == ci.dtype) break;
+      const Node& mm = nodes[static_cast<size_t>(c.matmul)];
+      const ValueInfo &ai = f.Info(mm.inputs[0]), &ci = f.Info(c.result);
+      BiasMatmulQuery q;
+      q.in = ai.dtype;
+      q.out = ci.dtype;
+      q.trans_a = mm.attrs.GetInt("trans_a") != 0;
+      q.trans_b = mm.attrs.GetInt("trans_b") != 0;
+      q.has_bias = c.bias != kNoValue;
+      q.m = ci.shape[0];
+      q.n = ci.shape[1];
+      q.k = q.trans_a ? ai.shape[0] : ai.shape[1];
+      // The bias as it is first (no cast; an f32 bias is the more exact sum), else in C's dtype
+      // (PyTorch's autocast numbers; cuBLASLt's rule outside fp8). Without a bias: one query.
+      std::string why;
+      bool ok = false;
+      const htr_dtype_t first_bias = q.has_bias ? f.Info(c.bias).dtype : ci.dtype;
+      for (htr_dtype_t bd : {first_bias, ci.dtype}) {
+        q.bias = bd;
+        std::string w;
+        if (accept && accept(q, &w)) {
+          ok = true;
+          c.bias_dtype = bd;
+          break;
+        }
+        if (why.empty()) why = w;
+        if (bd == ci.dtype) break;
+      }
+      if (!ok) {
+        ++st.refused;
+        const std::string r = Describe(q) + ": " + (why.empty() ? "refused" : why);
+        if (std::find(st.refusals.begin(), st.refusals.end(), r) == st.refusals.end()) st.refusals.push_back(r);
+        continue;
+      }
+      chain_at[i] = static_cast<int>(chains.size());
+      for (int n : {c.matmul, c.widen, c.add, c.narrow}) {
+        if (n >= 0) skip[static_cast<size_t>(n)] = true;
+      }
+      chains.push_back(c);
     }
-    if (!ok) {
-      ++st.refused;
-      const std::string r = Describe(q) + ": " + (why.empty() ? "refused" : why);
-      if (std::find(st.refusals.begin(), st.refusals.end(), r) == st.refusals.end()) st.refusals.push_back(r);
-      continue;
-    }
-    chain_at[i] = static_cast<int>(chains.size());
-    for (int n : {c.matmul, c.widen, c.add, c.narrow}) {
-      if (n >= 0) skip[static_cast<size_t>(n)] = true;
-    }
-    chains.push_back(c);
   }
 
   GraphReplay r(in, out);
@@ -180,17 +245,25 @@ Status ApplyBiasEpilogue(const Graph& in, const BiasAccept& accept, Graph* out, 
     if (chain_at[i] >= 0) {
       const Chain& c = chains[static_cast<size_t>(chain_at[i])];
       const Node& mm = nodes[static_cast<size_t>(c.matmul)];
-      ValueId b = r.Map(c.bias);
-      if (out->Info(b).dtype != c.bias_dtype) {
-        std::vector<ValueId> o;
-        HTR_OPS_RETURN_IF_ERROR(r.Add("cast", {b}, ops::Attrs().Str("dtype", CastName(c.bias_dtype)), &o));
-        b = o[0];
-        ++st.bias_casts;
+      std::vector<ValueId> ins = {r.Map(mm.inputs[0]), r.Map(mm.inputs[1])};
+      if (c.bias != kNoValue) {
+        ValueId b = r.Map(c.bias);
+        if (out->Info(b).dtype != c.bias_dtype) {
+          std::vector<ValueId> o;
+          HTR_OPS_RETURN_IF_ERROR(r.Add("cast", {b}, ops::Attrs().Str("dtype", CastName(c.bias_dtype)), &o));
+          b = o[0];
+          ++st.bias_casts;
+        }
+        ins.push_back(b);
       }
+      ops::Attrs attrs = mm.attrs;
+      const bool widens = f.Info(c.result).dtype == HTR_DTYPE_F32 && Lowp(f.Info(mm.inputs[0]).dtype);
+      if (widens) attrs.Str("out_dtype", "f32");
       std::vector<ValueId> o;
-      HTR_OPS_RETURN_IF_ERROR(r.Add("matmul", {r.Map(mm.inputs[0]), r.Map(mm.inputs[1]), b}, mm.attrs, &o));
+      HTR_OPS_RETURN_IF_ERROR(r.Add("matmul", ins, attrs, &o));
       r.Set(c.result, o[0]);
-      ++st.folded;
+      ++(c.bias != kNoValue ? st.folded : st.widened);
+      if (widens) ++st.f32_out;
       continue;
     }
     if (skip[i]) continue;
@@ -202,14 +275,14 @@ Status ApplyBiasEpilogue(const Graph& in, const BiasAccept& accept, Graph* out, 
 }
 
 BiasAccept ProbeBiasMatmul(htr_device_t* device) {
-  using Key = std::tuple<int, int, int, bool, bool>;
+  using Key = std::tuple<int, int, int, bool, bool, bool>;
   struct Cache {
     std::mutex mu;
     std::map<Key, std::pair<bool, std::string>> answers;
   };
   auto cache = std::make_shared<Cache>();
   return [device, cache](const BiasMatmulQuery& q, std::string* why) {
-    const Key key{q.in, q.out, q.bias, q.trans_a, q.trans_b};
+    const Key key{q.in, q.out, q.has_bias ? static_cast<int>(q.bias) : -1, q.trans_a, q.trans_b, q.has_bias};
     std::lock_guard<std::mutex> lock(cache->mu);
     auto it = cache->answers.find(key);
     if (it == cache->answers.end()) {
@@ -233,7 +306,8 @@ BiasAccept ProbeBiasMatmul(htr_device_t* device) {
         attrs[0].i = q.trans_a ? 1 : 0;
         attrs[1].i = q.trans_b ? 1 : 0;
         int32_t score = 0;
-        if (htr_status_t s = htr_op_query(device, "matmul", t, 3, t + 3, 1, attrs, 2, &score)) {
+        htr_tensor_t* out_t = t[3];
+        if (htr_status_t s = htr_op_query(device, "matmul", t, q.has_bias ? 3 : 2, &out_t, 1, attrs, 2, &score)) {
           answer = htr_status_message(s);
           htr_status_free(s);
           ok = false;

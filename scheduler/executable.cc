@@ -10,6 +10,7 @@
 //    HTR_GRAPHS=0 turns that off);
 //  - other devices: a HostEngine runs everything on host copies; states and inputs are staged in
 //    before and assigned states staged out after each run.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -191,6 +192,10 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
     }
     // Points into s.attrs, which stays put: the program is not moved after compilation.
     ls.attrs = htr::ops::AttrsToC(s.attrs);
+    // out_dtype (graph matmul: f32 from lowp operands) is C's dtype at the ABI (abi/OPS.md).
+    ls.attrs.erase(std::remove_if(ls.attrs.begin(), ls.attrs.end(),
+                                  [](const htr_attr_t& a) { return std::strcmp(a.name, "out_dtype") == 0; }),
+                   ls.attrs.end());
     int32_t score = 0;
     htr_status_t q = nullptr;
     if (usable) {
@@ -540,10 +545,14 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
   if ((e->host_access || e->device_mode) && opt.disable_library_ops == 0 && !xs.generated_only &&
       (props.capabilities & HTR_CAP_LIBRARY_OPS) && htr::sched::BiasEpilogueEnabledByEnv()) {
     htr::sched::BiasEpilogueStats bst;
-    if (htr_status_t st = ToC(htr::sched::ApplyBiasEpilogue(*src, htr::sched::ProbeBiasMatmul(device), &bias_folded, &bst))) return st;
+    if (htr_status_t st = ToC(htr::sched::ApplyBiasEpilogue(*src, htr::sched::ProbeBiasMatmul(device), &bias_folded, &bst,
+                                                            htr::sched::MatmulF32OutEnabledByEnv())))
+      return st;
     for (const std::string& why : bst.refusals) HTR_LOG_DEBUG_("executable: bias epilogue refused: {}", why);
-    if (bst.folded > 0) {
-      HTR_LOG_DEBUG_("executable: bias epilogue: {} matmul+add chains folded ({} bias casts)", bst.folded, bst.bias_casts);
+    if (bst.folded + bst.widened > 0) {
+      HTR_LOG_DEBUG_("executable: bias epilogue: {} matmul+add chains folded ({} bias casts), {} matmul+cast pairs "
+                     "widened; {} matmuls write f32 from lowp operands",
+                     bst.folded, bst.bias_casts, bst.widened, bst.f32_out);
       src = &bias_folded;
     }
   }

@@ -275,8 +275,8 @@ void BuildMemoryReport(const Program& p, const std::vector<std::string>& impl, M
   r->precision_stats.fallback_ops = r->precision_stats.f32_matmuls;
   for (size_t i = 0; i < ns && i < impl.size(); ++i) {
     const Step& s = p.steps[i];
-    if (s.fused >= 0 || s.def->name != "matmul" || s.args.out.empty()) continue;
-    const htr_dtype_t d = s.args.out[0].dtype;
+    if (s.fused >= 0 || s.def->name != "matmul" || s.args.in.empty()) continue;
+    const htr_dtype_t d = s.args.in[0].dtype;  // lowp operands (a lowp or an f32 result)
     // "reference", or "reference:staged" (device mode off the host)
     if ((d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16) && impl[i].rfind("reference", 0) == 0) ++r->precision_stats.fallback_ops;
   }

@@ -333,9 +333,9 @@ Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* o
 // ------------------------------------------------------------------------------- kernels
 
 ops::Status LowpMatmul(const ops::KernelArgs& a) {
-  const htr_dtype_t d = a.out[0].dtype;
-  if ((d != HTR_DTYPE_BF16 && d != HTR_DTYPE_F16) || a.in[0].dtype != d || a.in[1].dtype != d)
-    return ops::Invalid("matmul (low precision): operands must all be bf16 or all f16");
+  const htr_dtype_t d = a.in[0].dtype, od = a.out[0].dtype;
+  if ((d != HTR_DTYPE_BF16 && d != HTR_DTYPE_F16) || a.in[1].dtype != d || (od != d && od != HTR_DTYPE_F32))
+    return ops::Invalid("matmul (low precision): operands must both be bf16 or f16, the result that dtype or f32");
   auto widen = [d](const ops::TensorView& t, std::vector<float>* w) {
     const int64_t n = t.numel();
     w->resize(static_cast<size_t>(n));
@@ -346,7 +346,7 @@ ops::Status LowpMatmul(const ops::KernelArgs& a) {
       for (int64_t i = 0; i < n; ++i) (*w)[static_cast<size_t>(i)] = ops::F16ToF32(s[i]);
     }
   };
-  std::vector<float> wa, wb, wbias, wc(static_cast<size_t>(a.out[0].numel()));
+  std::vector<float> wa, wb, wbias, wc(od == HTR_DTYPE_F32 ? 0 : static_cast<size_t>(a.out[0].numel()));
   widen(a.in[0], &wa);
   widen(a.in[1], &wb);
   ops::KernelArgs f = a;
@@ -357,6 +357,7 @@ ops::Status LowpMatmul(const ops::KernelArgs& a) {
     widen(a.in[2], &wbias);
     f.in[2] = {wbias.data(), HTR_DTYPE_F32, a.in[2].shape};
   }
+  if (od == HTR_DTYPE_F32) return ops::ref::Matmul(f);  // out_dtype f32: the accumulator, unrounded
   f.out[0] = {wc.data(), HTR_DTYPE_F32, a.out[0].shape};
   HTR_OPS_RETURN_IF_ERROR(ops::ref::Matmul(f));
   uint16_t* o = a.out[0].as<uint16_t>();
@@ -372,8 +373,8 @@ uint32_t InstallLowpKernels(Program* p) {
   }();
   uint32_t n = 0;
   for (Step& s : p->steps) {
-    if (s.fused >= 0 || s.def->name != "matmul" || s.args.out.empty()) continue;
-    const htr_dtype_t d = s.args.out[0].dtype;
+    if (s.fused >= 0 || s.def->name != "matmul" || s.args.in.empty()) continue;
+    const htr_dtype_t d = s.args.in[0].dtype;  // the result: the same, or f32 (out_dtype)
     if (d != HTR_DTYPE_BF16 && d != HTR_DTYPE_F16) continue;
     s.def = &kDef;
     ++n;

@@ -81,6 +81,10 @@ void MatmulImpl(const KernelArgs& k) {
 }  // namespace
 
 Status Matmul(const KernelArgs& k) {
+  // Mixed operand and result dtypes (bf16/f16 operands, out_dtype f32) have their own kernel
+  // (scheduler/precision.h LowpMatmul); this one reads the operands as the result's type.
+  if (k.in[0].dtype != k.out[0].dtype || k.in[1].dtype != k.out[0].dtype)
+    return DtypeError("matmul", k.in[0].dtype);
   switch (k.out[0].dtype) {
     case HTR_DTYPE_F32: MatmulImpl<float>(k); return Status::Ok();
     case HTR_DTYPE_F64: MatmulImpl<double>(k); return Status::Ok();

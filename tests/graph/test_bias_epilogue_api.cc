@@ -1,11 +1,13 @@
 // The bias epilogue (scheduler/bias_epilogue.h) through the public API on the cpu plugin: two
 // linear layers (add(matmul, bias), one with the bias as the add's first operand) with their
 // backward graph, in fp32 and bf16, host and device execution modes. With the pass (default) the
-// plan has two graph ops fewer (one in bf16: the second layer's sum is an f32 output, which the
-// pass leaves alone; the first layer's [96, 64] sum is stored in bf16) and the matmuls run as library ops with the bias; the numbers match
+// plan has two graph ops fewer and the matmuls run as library ops with the bias; the numbers match
 // the run without it (HTR_BIAS_EPILOGUE=0) and a double reference computed here. In bf16 the
 // folded sum is rounded once: its error against the double reference is below the unfolded one,
-// whose bf16 product is rounded before the bias is added and then rounded again.
+// whose bf16 product is rounded before the bias is added and then rounded again. In bf16 the
+// second layer's sum is an f32 output and the weight gradients are f32: those matmuls write f32
+// from bf16 operands (out_dtype; HTR_MATMUL_F32_OUT=0 leaves them to a bf16 product and a cast),
+// so the output's product is not rounded at all.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -62,11 +64,18 @@ struct Result {
   int library_matmuls = 0;
 };
 
-Result Run(CpuRuntime& env, const Data& d, const char* precision, const char* execution, bool fold) {
+// `f32_out` false: HTR_MATMUL_F32_OUT=0 (no matmul writes f32 from bf16 operands).
+Result Run(CpuRuntime& env, const Data& d, const char* precision, const char* execution, bool fold,
+           bool f32_out = true) {
   if (fold) {
     unsetenv("HTR_BIAS_EPILOGUE");
   } else {
     setenv("HTR_BIAS_EPILOGUE", "0", 1);
+  }
+  if (f32_out) {
+    unsetenv("HTR_MATMUL_F32_OUT");
+  } else {
+    setenv("HTR_MATMUL_F32_OUT", "0", 1);
   }
   htr_graph_t* g = nullptr;
   API_REQUIRE(htr_graph_create(&g));
@@ -96,6 +105,7 @@ Result Run(CpuRuntime& env, const Data& d, const char* precision, const char* ex
   API_REQUIRE(htr_executable_create(g, env.dev, &opt, &e));
   htr_graph_destroy(g);
   unsetenv("HTR_BIAS_EPILOGUE");
+  unsetenv("HTR_MATMUL_F32_OUT");
   const std::vector<float>* vals[4] = {&d.w1, &d.b1, &d.w2, &d.b2};
   for (int i = 0; i < 4; ++i) {
     htr_tensor_t* st = nullptr;
@@ -215,7 +225,8 @@ TEST_CASE("bias epilogue: bf16 rounds the biased sum once", "[graph][bias_epilog
   Reference(d, bf16, &ref_h, &ref_o);  // one rounding of each biased sum (and of h, stored bf16)
   for (const char* mode : {"host", "device"}) {
     INFO("execution " << mode);
-    Result folded = Run(env, d, "bf16", mode, true), plain = Run(env, d, "bf16", mode, false);
+    // Without the f32-result folds (the next test case): only the first layer's chain folds.
+    Result folded = Run(env, d, "bf16", mode, true, false), plain = Run(env, d, "bf16", mode, false);
     // matmul, widening cast, add, narrowing cast -> one matmul
     CHECK(GraphOps(folded.stats) + 3 == GraphOps(plain.stats));
     CHECK(folded.stats.num_ops <= plain.stats.num_ops);
@@ -297,4 +308,72 @@ TEST_CASE("matmul with a bias: shape and dtype errors; the reference kernel adds
       CHECK(got[i * 4 + j] == static_cast<float>(want));
     }
   }
+}
+
+TEST_CASE("bf16 matmuls write f32 results: the f32 output and the weight gradients", "[graph][bias_epilogue]") {
+  CpuRuntime env;
+  const Data d = MakeData();
+  auto bf16 = [](double v) {
+    float f = static_cast<float>(v);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    std::memcpy(&f, &u, 4);
+    return static_cast<double>(f);
+  };
+  // o = b2 + h w2^T with h the bf16 value the first layer stores, the product not rounded.
+  std::vector<double> ref_h, ref_o;
+  Reference(d, bf16, &ref_h, &ref_o);
+  for (const char* mode : {"host", "device"}) {
+    INFO("execution " << mode);
+    Result wide = Run(env, d, "bf16", mode, true), narrow = Run(env, d, "bf16", mode, true, false);
+    // The second layer (matmul, widening cast, add -> one matmul) and at least the two weight
+    // gradients (matmul, widening cast -> one matmul).
+    CHECK(GraphOps(wide.stats) + 4 <= GraphOps(narrow.stats));
+    CHECK(wide.library_matmuls == narrow.library_matmuls);  // out_dtype matmuls are library ops too
+    const double ew = Nmse(wide.o, ref_o), en = Nmse(narrow.o, ref_o);
+    INFO("o NMSE vs the unrounded-product reference: f32 result " << ew << ", bf16 product " << en);
+    CHECK(ew <= 1e-9);   // only f32-vs-double accumulation differences
+    CHECK(ew * 100 < en);  // rounding the product to bf16 first is far worse
+    CHECK(std::fabs(wide.loss[0] - narrow.loss[0]) <= 1e-2 * std::fabs(narrow.loss[0]));
+    for (size_t i = 0; i < narrow.grads.size(); ++i) {
+      INFO(kParams[i]);
+      CHECK(Nmse(wide.grads[i], Wide(narrow.grads[i])) <= 1e-4);  // bf16 roundings apart
+    }
+  }
+}
+
+TEST_CASE("matmul out_dtype: f32 from bf16 operands only; graph errors name it", "[graph][bias_epilogue]") {
+  htr_graph_t* g = nullptr;
+  API_REQUIRE(htr_graph_create(&g));
+  int64_t as[2] = {2, 3}, bs[2] = {3, 4};
+  htr_value_t a, b, a16, b16, out[1];
+  uint32_t n = 0;
+  API_REQUIRE(htr_graph_input(g, "a", HTR_DTYPE_F32, 2, as, &a));
+  API_REQUIRE(htr_graph_input(g, "b", HTR_DTYPE_F32, 2, bs, &b));
+  API_REQUIRE(htr_graph_input(g, "a16", HTR_DTYPE_BF16, 2, as, &a16));
+  API_REQUIRE(htr_graph_input(g, "b16", HTR_DTYPE_BF16, 2, bs, &b16));
+  htr_attr_t attr{};
+  attr.name = "out_dtype";
+  attr.kind = HTR_ATTR_STRING;
+  struct Case {
+    htr_value_t x, y;
+    const char* od;
+    bool ok;
+  };
+  for (const Case& c : {Case{a16, b16, "f32", true}, Case{a16, b16, "bf16", true}, Case{a, b, "f32", true},
+                        Case{a, b, "bf16", false}, Case{a16, b16, "f16", false}, Case{a16, b16, "nonsense", false}}) {
+    INFO("out_dtype " << c.od);
+    attr.s = c.od;
+    htr_value_t in[2] = {c.x, c.y};
+    htr_status_t st = htr_graph_op(g, "matmul", in, 2, &attr, 1, out, 1, &n);
+    CHECK((st == nullptr) == c.ok);
+    if (st) {
+      CHECK(htr_status_code(st) == HTR_STATUS_INVALID_ARGUMENT);
+      CHECK(std::string(htr_status_message(st)).find("out_dtype") != std::string::npos);
+    }
+    htr_status_free(st);
+  }
+  htr_graph_destroy(g);
 }

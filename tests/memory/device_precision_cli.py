@@ -72,8 +72,10 @@ def test_bf16(tmp):
         m32, rows32 = memory_json(p32.stdout), plan_rows(p32.stdout)
         mm32 = sum(r[3] for r in rows32 if r[0] == "matmul")
         log = os.path.join(tmp, "dev%s.json" % fusion)
+        # HTR_MATMUL_F32_OUT=0: every matmul writes bf16 (the byte count below); the default, where
+        # the weight-gradient and logits matmuls write f32 (bias_epilogue.h), is checked after.
         p = run(common + ["--precision", "bf16", "--log-json", log], os.path.join(tmp, "dev" + fusion),
-                {"HTR_EXEC": "device", "HTR_FUSION": fusion})
+                {"HTR_EXEC": "device", "HTR_FUSION": fusion, "HTR_MATMUL_F32_OUT": "0"})
         dev, m, pl, rows = losses(log), memory_json(p.stdout), plan(p.stdout), plan_rows(p.stdout)
         what = "device mode bf16, fusion %s" % ("on" if fusion == "1" else "off")
         worst = max(abs(a - b) / abs(b) for a, b in zip(dev, host))
@@ -99,6 +101,22 @@ def test_bf16(tmp):
             fail("%s: matmul outputs %.2f MB, want half of fp32's %.2f MB (bf16)" % (what, mm_bytes, mm32))
         if m["peak_activation_bytes"] > 0.75 * m32["peak_activation_bytes"]:
             fail("%s: peak activations %d vs fp32 %d" % (what, m["peak_activation_bytes"], m32["peak_activation_bytes"]))
+        # The default: matmuls whose result is stored in f32 (weight gradients, logits) write it from
+        # bf16 operands, the others bf16: more bytes than all-bf16, fewer than fp32; same losses
+        # within bf16 rounding of the host run.
+        log_w = os.path.join(tmp, "devw%s.json" % fusion)
+        pw = run(common + ["--precision", "bf16", "--log-json", log_w], os.path.join(tmp, "devw" + fusion),
+                 {"HTR_EXEC": "device", "HTR_FUSION": fusion})
+        mw = sum(r[3] for r in plan_rows(pw.stdout) if r[0] == "matmul")
+        worst_w = max(abs(a - b) / abs(b) for a, b in zip(losses(log_w), host))
+        print(what, "default (f32 results): matmul output MB", mw, "worst relative vs host bf16 %.3g" % worst_w)
+        if not (mm_bytes * 1.02 < mw < mm32 * 0.98):
+            fail("%s: default plan's matmul outputs %.2f MB, want between all-bf16 %.2f and fp32 %.2f MB" %
+                 (what, mw, mm_bytes, mm32))
+        if worst_w > 1e-3:
+            fail("%s, default: losses %s vs host bf16 %s (worst %.3g relative)" % (what, losses(log_w), host, worst_w))
+        if plan(pw.stdout)["reference"] != 0:
+            fail("%s, default: reference steps\n%s" % (what, pw.stdout[-4000:]))
 
 
 def test_overflow(tmp):

@@ -374,6 +374,11 @@ std::vector<MatmulCase> Cases() {
   c.m = 64, c.n = 48, c.k = 96, c.in = HTR_DTYPE_BF16, c.out = HTR_DTYPE_F32;
   add(c);
   c = {};
+  c.name = "bf16_to_f32_trans_a";  // a weight gradient's layout: dW = X^T dY written in f32
+  c.m = 48, c.n = 40, c.k = 130, c.trans_a = true;
+  c.in = HTR_DTYPE_BF16, c.out = HTR_DTYPE_F32;
+  add(c);
+  c = {};
   c.name = "bf16_trans_b_alpha_beta";
   c.m = 21, c.n = 35, c.k = 47, c.trans_b = true, c.alpha = 2.0, c.beta = 0.5;
   c.in = HTR_DTYPE_BF16, c.out = HTR_DTYPE_F32;
