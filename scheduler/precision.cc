@@ -35,6 +35,13 @@ bool IsGradientCombiner(const std::string& n) {
          n == "reshape" || n == "minimum" || n == "maximum";
 }
 
+// HTR_SHARE_WEIGHT_CASTS=1: one lowp copy of a state per step, shared by its readers (see `as`
+// below); unset or anything else: one per reader, the default.
+bool ShareStateCasts() {
+  std::optional<std::string> v = htr::rt::ReadEnv("HTR_SHARE_WEIGHT_CASTS");
+  return v && *v == "1";
+}
+
 // HTR_LOWP_BIAS=f32 (see ApplyPrecision); anything else, or unset: the default.
 bool LowpBiasInF32() {
   std::optional<std::string> v = htr::rt::ReadEnv("HTR_LOWP_BIAS");
@@ -157,6 +164,7 @@ Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* o
     return Status::Ok();
   }
   const htr_dtype_t L = p == Precision::kBF16 ? HTR_DTYPE_BF16 : HTR_DTYPE_F16;
+  const bool share_state_casts = ShareStateCasts();
 
   // Which intermediates are stored in lowp.
   const size_t nv = values.size();
@@ -207,10 +215,14 @@ Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* o
 
   // The stored value of source value v, converted to `want` (a cast right here when it differs).
   // One cast per reader, right before it, so the converted copies are short-lived (the fusion
-  // pass folds widening ones into their reader's kernel). A weight read by the forward and the
-  // backward matmul is narrowed twice: sharing one lowp copy saves a weight-sized conversion per
-  // step but keeps 2 bytes per parameter alive from the forward to the backward pass, which on
-  // small models outweighs the activations the pass saves.
+  // pass folds widening ones into their reader's kernel). A state (a weight read by the forward
+  // and the backward matmul) is narrowed once per reader by default: sharing one lowp copy
+  // (`share_state_casts`, HTR_SHARE_WEIGHT_CASTS=1; PyTorch's autocast caches its weight casts so)
+  // saves a weight-sized conversion per step but keeps 2 bytes per parameter alive from the
+  // forward to the backward pass, which on small models outweighs the activations the pass saves
+  // (tests/memory: the bf16 peak of their small models rises from below 0.75x of fp32's to 0.89x).
+  // Opt-in until it is measured where activations dominate (GPT-2 on a GPU).
+  std::vector<ValueId> narrowed(nv, kNoValue);  // a state's shared lowp copy
   auto as = [&](ValueId v, htr_dtype_t want, ValueId* res) -> Status {
     ValueId s = r.Map(v);
     if (s == kNoValue) return ops::Error(HTR_STATUS_INTERNAL, "precision: value used before it is produced");
@@ -218,10 +230,16 @@ Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* o
       *res = s;
       return Status::Ok();
     }
+    const bool share = share_state_casts && want == L && values[v].kind == ValueKind::kState;
+    if (share && narrowed[v] != kNoValue) {
+      *res = narrowed[v];
+      return Status::Ok();
+    }
     std::vector<ValueId> o;
     HTR_OPS_RETURN_IF_ERROR(r.Add("cast", {s}, ops::Attrs().Str("dtype", CastName(want)), &o));
     ++st.casts;
     *res = o[0];
+    if (share) narrowed[v] = o[0];
     return Status::Ok();
   };
   // Records the computed value `c` for source output v in v's storage dtype.

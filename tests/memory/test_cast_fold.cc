@@ -246,6 +246,36 @@ TEST_CASE("device mode bf16: casts fold into row groups and column sums, host-mo
   htr_graph_destroy(g);
 }
 
+// HTR_SHARE_WEIGHT_CASTS=1 (precision.cc): each weight is narrowed once per step and the copy
+// shared by its forward and backward matmul: half the weight casts, the same numbers (the same
+// rounding of the same f32 weights).
+TEST_CASE("device mode bf16: shared weight casts, one per weight, same numbers", "[memory][precision][casts]") {
+  if (std::strlen(HTR_TEST_CPU_PLUGIN) == 0) {
+    WARN("skipped: the cpu plugin is not built");
+    return;
+  }
+  CpuRuntime env;
+  htr_graph_t* g = BuildBlock();
+  const int steps = 3;
+  const Result per_reader = Train(env, g, "device", 0, "bf16", steps);
+  setenv("HTR_SHARE_WEIGHT_CASTS", "1", 1);
+  const Result shared = Train(env, g, "device", 0, "bf16", steps);
+  const Result shared_host = Train(env, g, "host", 1, "bf16", steps);
+  unsetenv("HTR_SHARE_WEIGHT_CASTS");
+  const Result per_reader_host = Train(env, g, "host", 1, "bf16", steps);
+  INFO("shared plan:\n" << shared.plan << "\nper reader:\n" << per_reader.plan);
+  CHECK(per_reader.weight_casts == 4);
+  CHECK(shared.weight_casts == 2);
+  CHECK(shared.reference_steps == 0);
+  for (int k = 0; k < steps; ++k) {
+    CHECK(shared.losses[static_cast<size_t>(k)] == per_reader.losses[static_cast<size_t>(k)]);
+    CHECK(shared_host.losses[static_cast<size_t>(k)] == per_reader_host.losses[static_cast<size_t>(k)]);
+  }
+  CHECK(WorstWeightDiff(shared, per_reader) == 0.0);
+  CHECK(WorstWeightDiff(shared_host, per_reader_host) == 0.0);
+  htr_graph_destroy(g);
+}
+
 // layer_norm_grad reading bf16 x and dy (cast_fold.h FoldLayerNormGradCasts): the two widening
 // casts before it are gone from the plan, and the numbers are those of the plan with the casts
 // (HTR_FOLD_LN_CASTS=0): the kernel widens the same bf16 values in registers.
