@@ -65,6 +65,12 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:  # an htr-train run whose only fault is LeakSanitizer's tracer crash at exit is run once more
+    from lsan_tracer_flake import run_retrying
+except ImportError:  # the script copied alone (a GPU bundle): plain runs
+    run_retrying = subprocess.run
+
 # PyTorch's OpenMP threads spin by default; on a small shared machine that makes the reference
 # run many times slower (htr-bench train does the same for its peer). libgomp reads this when
 # torch is imported; htr-train gets the caller's environment back (run_htr).
@@ -187,8 +193,8 @@ def run_htr(a, paths):
     if a.threads:
         env["HTR_CPU_THREADS"] = str(a.threads)
     t0 = time.time()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          errors="replace", env=env)
+    proc = run_retrying(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                        errors="replace", env=env)
     secs = time.time() - t0
     print(proc.stdout, end="", flush=True)
     with open(stamp, "w") as f:

@@ -13,6 +13,7 @@ no sanitizer report (no "ERROR: AddressSanitizer", "ERROR: LeakSanitizer: detect
 signal of Catch2 or python (an assertion failure message). tools/test.sh reruns exactly those once.
 """
 import json
+import subprocess
 import sys
 
 CRASH = ("Tracer caught signal", "LeakSanitizer has encountered a fatal error")
@@ -28,6 +29,22 @@ def tracer_crash_only(output):
     htr-train children (tests/graph/train_runs.py, tests/memory/htr_train_cli.py) use it to run
     such a child once more."""
     return all(c in output for c in CRASH) and not any(r in output for r in REPORTS)
+
+
+def run_retrying(cmd, **kwargs):
+    """subprocess.run(cmd, **kwargs), once more when the run failed and its captured output (the
+    caller passes stdout/stderr pipes) shows LeakSanitizer's tracer crash and nothing else
+    (tracer_crash_only); never for a command with --resume (the first run may have moved its
+    checkpoint on). Returns the CompletedProcess that counts."""
+    p = subprocess.run(cmd, **kwargs)
+
+    def text(x):
+        return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+
+    if p.returncode != 0 and "--resume" not in cmd and tracer_crash_only(text(p.stdout) + text(p.stderr)):
+        print("note: LeakSanitizer's tracer crashed at exit of %s; running it once more" % cmd[0], flush=True)
+        p = subprocess.run(cmd, **kwargs)
+    return p
 
 
 def main(path):

@@ -47,7 +47,7 @@ pack)
   strip --strip-debug "$D"/plugins/* "$D"/bin/* "$D"/lib/* 2>/dev/null
   (cd "$D/lib" && tar cJf ../cpulibs.tar.xz libdnnl.so.* libopenblas.so.* && rm -f libdnnl.so.* libopenblas.so.*)
   rm -rf "$D/glibc"
-  cp "$S/tools/compare_loss_curve.py" "$0" "$D/"
+  cp "$S/tools/compare_loss_curve.py" "$S/tools/lsan_tracer_flake.py" "$0" "$D/"
   du -sh "$D"
   exit 0
   ;;

@@ -30,6 +30,9 @@ except ImportError as e:  # pragma: no cover
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_io  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from lsan_tracer_flake import run_retrying  # noqa: E402
+
 try:
     from safetensors.numpy import load_file as st_load, save_file as st_save
 except ImportError:
@@ -178,8 +181,8 @@ def main():
     if args.device:
         cmd += ["--device", args.device]
     print("+", " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          errors="replace")
+    proc = run_retrying(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                        errors="replace")
     print(proc.stdout)
     if proc.returncode != 0:
         print(f"FAIL: htr-train exited {proc.returncode}")

@@ -30,6 +30,9 @@ sys.path.insert(0, HERE)
 import check_html  # noqa: E402
 import check_trace  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+from lsan_tracer_flake import run_retrying  # noqa: E402
+
 
 def train(htr_train, work, steps, extra=(), env=None):
     trace = os.path.join(work, "t.json")
@@ -37,7 +40,7 @@ def train(htr_train, work, steps, extra=(), env=None):
            "--progress", "plain", "--print-every", "1", "--eval-every", "0", "--sample-tokens", "0",
            "--val-fraction", "0", "--out-dir", os.path.join(work, "out"), *extra]
     t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
+    r = run_retrying(cmd, capture_output=True, text=True, timeout=900, env=env)
     wall = time.monotonic() - t0
     if r.returncode != 0:
         raise SystemExit(f"htr-train failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")

@@ -30,6 +30,46 @@ def run(tools, script, *args):
     return p.stdout
 
 
+# A child that fails with LeakSanitizer's tracer crash on its first run (counted in a file), then
+# succeeds; or always fails with an ASan report.
+CHILD = r"""
+import os, sys
+count = sys.argv[1]
+n = int(open(count).read()) if os.path.exists(count) else 0
+open(count, "w").write(str(n + 1))
+if sys.argv[2] == "asan":
+    sys.stderr.write("ERROR: AddressSanitizer: heap-buffer-overflow\n" + %r)
+    sys.exit(1)
+if n == 0:
+    sys.stderr.write(%r)
+    sys.exit(1)
+print("done")
+""" % (CRASH, CRASH)
+
+
+def check_run_retrying(tools, tmp):
+    sys.path.insert(0, tools)
+    from lsan_tracer_flake import run_retrying
+    child = os.path.join(tmp, "child.py")
+    with open(child, "w") as f:
+        f.write(CHILD)
+    failed = []
+    for name, extra, want_rc, want_runs in (("crash once", ["flaky"], 0, 2), ("asan report", ["asan"], 1, 1),
+                                            ("resume", ["flaky", "--resume"], 1, 1)):
+        count = os.path.join(tmp, name.replace(" ", "_") + ".count")
+        p = run_retrying([sys.executable, child, count] + extra, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        runs = int(open(count).read())
+        if p.returncode != want_rc or runs != want_runs:
+            failed.append("run_retrying %s: rc %d after %d runs, want rc %d after %d" %
+                          (name, p.returncode, runs, want_rc, want_runs))
+    count = os.path.join(tmp, "bytes.count")  # bytes output (no text=True), stderr into stdout
+    p = run_retrying([sys.executable, child, count, "flaky"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if p.returncode != 0 or p.stdout.strip() != b"done":
+        failed.append("run_retrying with bytes output: rc %d, %r" % (p.returncode, p.stdout))
+    return failed
+
+
 def main():
     tools = sys.argv[1]
     failed = []
@@ -67,9 +107,10 @@ def main():
             failed.append("test_failures.py printed something for a log without failures")
         if run(tools, "lsan_tracer_flake.py", ok).strip():
             failed.append("lsan_tracer_flake.py named a test of a log without failures")
+        failed += check_run_retrying(tools, tmp)
     if failed:
         sys.exit("\n".join(failed))
-    print("ok: lsan_tracer_flake.py and test_failures.py on 11 made-up test results")
+    print("ok: lsan_tracer_flake.py and test_failures.py on 11 made-up test results; run_retrying on 4 commands")
 
 
 if __name__ == "__main__":
