@@ -181,6 +181,17 @@ double Nmse(const std::vector<float>& a, const std::vector<double>& b) {
 
 std::vector<double> Wide(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
+// v rounded to bf16 (to nearest even), as a double.
+double Bf16(double v) {
+  float f = static_cast<float>(v);
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  std::memcpy(&f, &u, 4);
+  return static_cast<double>(f);
+}
+
 // Graph ops the plan runs (a fused group counts its members).
 uint32_t GraphOps(const htr_plan_stats_t& s) { return s.num_ops - s.num_fused_ops + s.num_fused_graph_ops; }
 
@@ -212,17 +223,8 @@ TEST_CASE("bias epilogue: fp32, host and device mode: two steps fewer, same numb
 TEST_CASE("bias epilogue: bf16 rounds the biased sum once", "[graph][bias_epilogue]") {
   CpuRuntime env;
   const Data d = MakeData();
-  auto bf16 = [](double v) {
-    float f = static_cast<float>(v);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    std::memcpy(&f, &u, 4);
-    return static_cast<double>(f);
-  };
   std::vector<double> ref_h, ref_o;
-  Reference(d, bf16, &ref_h, &ref_o);  // one rounding of each biased sum (and of h, stored bf16)
+  Reference(d, Bf16, &ref_h, &ref_o);  // one rounding of each biased sum (and of h, stored bf16)
   for (const char* mode : {"host", "device"}) {
     INFO("execution " << mode);
     // Without the f32-result folds (the next test case): only the first layer's chain folds.
@@ -313,18 +315,9 @@ TEST_CASE("matmul with a bias: shape and dtype errors; the reference kernel adds
 TEST_CASE("bf16 matmuls write f32 results: the f32 output and the weight gradients", "[graph][bias_epilogue]") {
   CpuRuntime env;
   const Data d = MakeData();
-  auto bf16 = [](double v) {
-    float f = static_cast<float>(v);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    std::memcpy(&f, &u, 4);
-    return static_cast<double>(f);
-  };
   // o = b2 + h w2^T with h the bf16 value the first layer stores, the product not rounded.
   std::vector<double> ref_h, ref_o;
-  Reference(d, bf16, &ref_h, &ref_o);
+  Reference(d, Bf16, &ref_h, &ref_o);
   for (const char* mode : {"host", "device"}) {
     INFO("execution " << mode);
     Result wide = Run(env, d, "bf16", mode, true), narrow = Run(env, d, "bf16", mode, true, false);
