@@ -10,8 +10,27 @@
 
 namespace htr_vk {
 
+namespace {
+
+// Waits until the shared queue has nothing in flight, the queue's own submit thread included.
+// Mesa's emulated timeline semaphores (lavapipe 22.3) finish a submission on that thread after
+// its signal value is visible to vkWaitSemaphores; destroying the semaphore or the command pool
+// in that window crashed lavapipe's submit thread (a corrupt timeline list, from a core dump; in
+// 2 of 15 runs of six conformance tests three at a time, in htr-conform's streams "threads" case,
+// where streams end while others still submit; 0 of 16 runs with the drain).
+// Streams and events end rarely; the drain costs one device-wide wait there.
+void drain_queue(htr_plugin_device_t* d) {
+  if (d->lost.load()) return;
+  std::lock_guard<std::mutex> lock(d->queue_mu);  // vkDeviceWaitIdle synchronizes the queue externally
+  d->fn.vkDeviceWaitIdle(d->dev);
+}
+
+}  // namespace
+
 GpuTimeline::~GpuTimeline() {
-  if (sem != VK_NULL_HANDLE) device->fn.vkDestroySemaphore(device->dev, sem, nullptr);
+  if (sem == VK_NULL_HANDLE) return;
+  drain_queue(device);
+  device->fn.vkDestroySemaphore(device->dev, sem, nullptr);
 }
 
 bool GpuTimeline::reached(uint64_t v) const {
@@ -202,6 +221,7 @@ void stream_destroy(htr_plugin_stream_t* stream) {
     stream->queue.reset();  // runs pending work, joins the worker
     if (!d->lost.load()) wait_value(d, stream->tl->sem, stream->tl->submitted.load());
     if (d->lost.load()) d->fn.vkDeviceWaitIdle(d->dev);
+    drain_queue(d);  // the submit thread done with this stream's command buffers (drain_queue)
     reclaim(stream, true);
     for (VkCommandBuffer cb : stream->spare) d->fn.vkFreeCommandBuffers(d->dev, stream->pool, 1, &cb);
     d->fn.vkDestroyCommandPool(d->dev, stream->pool, nullptr);
