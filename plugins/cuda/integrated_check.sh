@@ -24,6 +24,9 @@
 #              host's cores) with $CURVE_ARGS
 #   profile    htr-train --preset gpt2 bf16 B16 T1024, $PROFILE_STEPS (4) steps with --profile; the
 #              trace is gzipped into OUT and summarised by htr-prof
+#   ablate     htr-train --preset gpt2 bf16 B16 T1024, $ABLATE_STEPS (8) steps once per setting in
+#              $ABLATE_ENVS (default: the tree's defaults, HTR_MATMUL_F32_OUT=0,
+#              HTR_SHARE_WEIGHT_CASTS=1): the plan line and the last step's tokens/s of each
 # Lead's runs: plugins/cuda/README.md and plugins/vulkan/README.md.
 set +e +o pipefail
 case "${1:-}" in
@@ -128,6 +131,17 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
     timeout ${CURVE_TIMEOUT:-120} "$PY" "$D/compare_loss_curve.py" --htr-train "$D/bin/htr-train" --device "$cdev" \
       --torch-device "${cdev%%:*}" --data "$D/data.txt" --workdir "$OUT/curve" --json "$OUT/curve.json" \
       ${CURVE_ARGS:---preset tiny --steps 200 --warmup 10} 2>&1 | tail -8
+    ;;
+  ablate)
+    for e in ${ABLATE_ENVS:-default HTR_MATMUL_F32_OUT=0 HTR_SHARE_WEIGHT_CASTS=1}; do
+      n=${ABLATE_STEPS:-8}
+      ev=""; [ "$e" != default ] && ev=$e
+      env $ev timeout ${ABLATE_TIMEOUT:-150} "$D/bin/htr-train" --device cuda:0 --preset gpt2 --batch 16 --seq 1024 \
+        --precision bf16 --steps "$n" --eval-every 0 --sample-tokens 0 --progress plain --print-every 1 \
+        --print-plan --data "$D/data.txt" --out-dir "$OUT/ablate" > "$OUT/ablate-${e//=/_}.log" 2>&1
+      echo "ablate $e rc=$?: $(grep -m1 -E 'plan:' "$OUT/ablate-${e//=/_}.log" | cut -c1-120)"
+      echo "ablate $e: $(grep -E "^step $n/$n" "$OUT/ablate-${e//=/_}.log" | tail -1)"
+    done
     ;;
   profile)
     timeout ${PROFILE_TIMEOUT:-200} "$D/bin/htr-train" --device cuda:0 --preset gpt2 --batch 16 --seq 1024 --precision bf16 \
