@@ -92,6 +92,18 @@ struct ValueUses {
   }
 };
 
+// Offers group `g` (built with status `built`) to `accept`; false, with the rejection counted and
+// named, when building or compiling it failed.
+bool Offered(const Program& p, const Fuser::Accept& accept, Status built, FusedGroup* g, FusionStats* stats,
+             std::vector<std::string>* rejections) {
+  std::string why;
+  if (built.ok() && !OfferGroup(p, accept, g, &why)) built = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+  if (built.ok()) return true;
+  ++stats->rejected;
+  rejections->push_back(g->name + ": " + built.message);
+  return false;
+}
+
 // Removes the steps marked in `drop`, keeping the order of the rest.
 void DropSteps(Program* p, const std::vector<bool>& drop) {
   std::vector<Step> steps;
@@ -146,7 +158,6 @@ Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats,
   const ValueUses uses(*p);
   // Pairs (cast a, sum b); the cast's output has the sum as its only reader, so the group can run
   // at b with the cast's input (produced before a) and nothing else needs the f32 copy.
-  std::vector<int> group_at(p->steps.size(), -1);  // at b: index into p->fused
   std::vector<bool> drop(p->steps.size(), false);  // the casts
   for (size_t b = 0; b < p->steps.size(); ++b) {
     const Step& s = p->steps[b];
@@ -157,36 +168,19 @@ Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats,
     const int a = uses.producer[x32];
     if (!uses.WideningCastFor(*p, a, x32)) continue;
     FusedGroup g;
-    Status st = BuildCastSum(*p, static_cast<size_t>(a), b, r, m, &g);
-    std::string why;
-    if (st.ok() && !OfferGroup(*p, accept, &g, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
-    if (!st.ok()) {
-      ++stats->rejected;
-      rejections->push_back(g.name + ": " + st.message);
-      continue;
-    }
-    group_at[b] = static_cast<int>(p->fused.size());
+    if (!Offered(*p, accept, BuildCastSum(*p, static_cast<size_t>(a), b, r, m, &g), &g, stats, rejections)) continue;
     drop[static_cast<size_t>(a)] = true;
     stats->groups += 1;
     stats->graph_ops += 2;
-    p->fused.push_back(std::move(g));
-  }
-  std::vector<Step> steps;
-  for (size_t i = 0; i < p->steps.size(); ++i) {
-    if (drop[i]) continue;
-    if (group_at[i] < 0) {
-      steps.push_back(std::move(p->steps[i]));
-      continue;
-    }
-    const FusedGroup& g = p->fused[static_cast<size_t>(group_at[i])];
-    Step f;
-    f.def = p->steps[i].def;
+    Step f;  // the group, at the sum's place
+    f.def = s.def;
     f.inputs = {g.members[0].inputs[0]};
     f.outputs = {g.members[1].outputs[0]};
-    f.fused = group_at[i];
-    steps.push_back(std::move(f));
+    f.fused = static_cast<int>(p->fused.size());
+    p->fused.push_back(std::move(g));
+    p->steps[b] = std::move(f);
   }
-  p->steps = std::move(steps);
+  DropSteps(p, drop);
   return Status::Ok();
 }
 
@@ -227,14 +221,7 @@ Status FoldLayerNormGradCasts(Program* p, const Fuser::Accept& accept, FusionSta
     const Step& second = cx < cd ? castd : castx;
     g.members = {first, second, *ln};
     if (add != nullptr) g.members.push_back(*add);
-    Status st = BuildLayerNormGradWide(*p, *ln, add, r, x, dy, in, &g);
-    std::string why;
-    if (st.ok() && !OfferGroup(*p, accept, &g, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
-    if (!st.ok()) {
-      ++stats->rejected;
-      rejections->push_back(g.name + ": " + st.message);
-      continue;
-    }
+    if (!Offered(*p, accept, BuildLayerNormGradWide(*p, *ln, add, r, x, dy, in, &g), &g, stats, rejections)) continue;
     drop[static_cast<size_t>(cx)] = drop[static_cast<size_t>(cd)] = true;
     std::vector<ValueId> ins = {x, ln->inputs[1], dy};
     if (add != nullptr) ins.push_back(r);
