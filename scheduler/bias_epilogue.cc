@@ -28,10 +28,10 @@ const char* CastName(htr_dtype_t d) {
   }
 }
 
-// One chain, by node index (-1: absent) and the values the fused matmul reads and writes. `at`:
-// where the fused matmul is emitted (the add, or the widening cast of a chain without one).
+// One chain, by node index (-1: absent) and the values the fused matmul reads and writes; it is
+// emitted at its add, or at the widening cast of a chain without one.
 struct Chain {
-  int matmul = -1, widen = -1, add = -1, narrow = -1, at = -1;
+  int matmul = -1, widen = -1, add = -1, narrow = -1;
   ValueId bias = kNoValue;  // kNoValue: the widening store (no bias)
   htr_dtype_t bias_dtype = HTR_DTYPE_F32;  // what the fused matmul reads
   ValueId result = kNoValue;               // the chain's last value (y, or s)
@@ -51,13 +51,10 @@ bool TakesF32AsStored(const std::string& op) {
 class Finder {
  public:
   explicit Finder(const Graph& g) : g_(g), readers_(g.values().size(), 0), reader_(g.values().size(), -1),
-                                    external_(g.values().size(), false), reader_ops_(g.values().size()) {
+                                    external_(g.values().size(), false) {
     const auto& nodes = g.nodes();
     for (size_t i = 0; i < nodes.size(); ++i) {
-      for (ValueId v : nodes[i].inputs) {
-        ++readers_[v], reader_[v] = static_cast<int>(i);
-        reader_ops_[v].push_back(&nodes[i].def->name);
-      }
+      for (ValueId v : nodes[i].inputs) ++readers_[v], reader_[v] = static_cast<int>(i);
     }
     for (const Port& o : g.outputs()) external_[o.value] = true;
     for (const Port& s : g.states()) {
@@ -84,7 +81,8 @@ class Finder {
     const ValueId x = cast.outputs[0];
     if (readers_[x] == 0 && !external_[x]) return false;
     // One reader that widens the lowp product in its own kernel (the cast folds into it): keep it.
-    if (readers_[x] == 1 && !external_[x] && !TakesF32AsStored(*reader_ops_[x][0])) return false;
+    if (readers_[x] == 1 && !external_[x] && !TakesF32AsStored(g_.nodes()[static_cast<size_t>(reader_[x])].def->name))
+      return false;
     const Node& mm = g_.nodes()[static_cast<size_t>(producer)];
     if (mm.inputs.size() != 2 || mm.attrs.Has("out_dtype")) return false;
     const ValueInfo &mi = Info(mm.outputs[0]), &ai = Info(mm.inputs[0]), &bi = Info(mm.inputs[1]);
@@ -92,7 +90,6 @@ class Finder {
     Chain ch;
     ch.matmul = producer;
     ch.widen = w;
-    ch.at = w;
     ch.result = cast.outputs[0];
     *c = ch;
     return true;
@@ -124,7 +121,6 @@ class Finder {
       Chain ch;
       ch.matmul = producer;
       ch.add = a;
-      ch.at = a;
       ch.bias = b;
       if (widen >= 0) {
         // lowp product widened for an f32 add: the sum narrowed back (a lowp result), or kept in
@@ -155,7 +151,6 @@ class Finder {
   std::vector<uint32_t> readers_;
   std::vector<int> reader_;  // the last reader (the only one when readers_ is 1)
   std::vector<bool> external_;
-  std::vector<std::vector<const std::string*>> reader_ops_;  // the op names reading each value
 };
 
 
