@@ -159,6 +159,18 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
       if (n == 0) target.row_threads = 0;
       else if (n >= 32 && n <= 1024 && n % 32 == 0) target.row_threads = static_cast<uint32_t>(n);
     }
+    // Loop-free row programs: chunks of 8 elements per thread (1, 2 or 4; a sweep knob).
+    if (const char* rc = host.config("HTR_CUDA_ROW_CHUNKS"); rc != nullptr && *rc != '\0') {
+      const int n = std::atoi(rc);
+      if (n == 1 || n == 2 || n == 4) target.row_chunks = static_cast<uint32_t>(n);
+    }
+    // Row programs: f32 exp / division as __expf / __fdividef (CudaTarget::fast_math), on by
+    // default since the session-10 H200 runs (rows-gpu GELU backward 2,196 -> 3,001 GB/s, gpt2
+    // bf16 528,860 -> 534,851 tokens/s; htr-conform cuda 188 / 0 with it); HTR_CUDA_FAST_MATH=0
+    // turns it off.
+    target.fast_math = true;
+    if (const char* fm = host.config("HTR_CUDA_FAST_MATH"); fm != nullptr && *fm != '\0')
+      target.fast_math = std::strcmp(fm, "0") != 0;
     ir::Rendered r;
     s = ir::render_cuda(k->kernel, analysis, k->spec, target, &r, &k->launch);
     if (!s.ok()) return from_ir(host, s, "render");

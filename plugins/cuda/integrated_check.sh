@@ -12,9 +12,12 @@
 #              worst per-step relative loss difference
 #   gpu        test_cuda_kernels [gpu], test_cuda_attention [gpu], test_cuda_rows [gpu]
 #   conform    htr-conform on the cuda plugin
-#   attention  htr-bench-gpu attention-gpu (B8 H12 T1024 D64 and T4096 D128, bf16, causal) with
-#              PyTorch SDPA in the same run
-#   rows       htr-bench-gpu rows-gpu: gpt2's elementwise/row kernels (GB/s) with PyTorch eager
+#   attention  htr-bench-gpu attention-gpu ($ATTN_SHAPES: B8 H12 T1024 D64 and T4096 D128, bf16,
+#              causal; $ATTN_TILES: 64x64) with PyTorch SDPA in the same run, once per setting in
+#              $ATTN_ENVS (as ROWS_ENVS)
+#   rows       htr-bench-gpu rows-gpu: gpt2's elementwise/row kernels (GB/s) with PyTorch eager, once
+#              per setting in $ROWS_ENVS (default: the tree's; a setting is VAR=V[,VAR=V...]; the
+#              peer runs with the first)
 #   matmul     htr-bench-gpu matmul-gpu bf16 8192^3 (cuBLASLt and the DSL) with PyTorch
 #   vulkan     the Vulkan loader from .gl; matmul-gpu on vulkan:0 (f16 cooperative matrices, f32;
 #              4096 and 8192) with PyTorch, htr-conform on the vulkan plugin
@@ -26,7 +29,7 @@
 #              trace is gzipped into OUT and summarised by htr-prof
 #   ablate     htr-train --preset gpt2 bf16 B16 T1024, $ABLATE_STEPS (8) steps once per setting in
 #              $ABLATE_ENVS (default: the tree's defaults, HTR_MATMUL_F32_OUT=0,
-#              HTR_SHARE_WEIGHT_CASTS=1): the plan line and the last step's tokens/s of each
+#              HTR_SHARE_WEIGHT_CASTS=1; as ROWS_ENVS): the plan line and the last step's tokens/s
 # Lead's runs: plugins/cuda/README.md and plugins/vulkan/README.md.
 set +e +o pipefail
 case "${1:-}" in
@@ -95,15 +98,23 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
     echo "rc=$?"; tail -1 "$OUT/conform-cuda.txt"; grep " FAIL " "$OUT/conform-cuda.txt"
     ;;
   attention)
-    for s in 8,12,1024,64 8,12,4096,128; do
-      timeout 90 "$D/bin/htr-bench-gpu" attention-gpu --device cuda:0 --shapes $s --tiles 64x64 --python "$PY" \
-        > "$OUT/attention-$s.jsonl" 2> "$OUT/attention-$s.err"; echo "attention $s rc=$?"
-      grep -E '"ratio"|_ms"|bytes' "$OUT/attention-$s.jsonl" | short; tail -2 "$OUT/attention-$s.err"
+    for e in ${ATTN_ENVS:-default}; do
+      ev=""; [ "$e" != default ] && ev=${e//,/ }
+      for s in ${ATTN_SHAPES:-8,12,1024,64 8,12,4096,128}; do
+        env $ev timeout 90 "$D/bin/htr-bench-gpu" attention-gpu --device cuda:0 --shapes $s --tiles ${ATTN_TILES:-64x64} --python "$PY" \
+          > "$OUT/attention-$s.jsonl" 2> "$OUT/attention-$s.err"; echo "attention $e $s rc=$?"
+        grep -E '"ratio"|_ms"|bytes' "$OUT/attention-$s.jsonl" | short; tail -2 "$OUT/attention-$s.err"
+      done
     done
     ;;
   rows)
-    timeout ${ROWS_TIMEOUT:-90} "$D/bin/htr-bench-gpu" rows-gpu --device cuda:0 --python "$PY" > "$OUT/rows.jsonl" 2> "$OUT/rows.err"
-    echo "rows rc=$?"; cat "$OUT/rows.jsonl"; tail -3 "$OUT/rows.err"
+    peer="--python $PY"
+    for e in ${ROWS_ENVS:-default}; do
+      ev=""; [ "$e" != default ] && ev=${e//,/ }
+      env $ev timeout ${ROWS_TIMEOUT:-90} "$D/bin/htr-bench-gpu" rows-gpu --device cuda:0 $peer > "$OUT/rows-${e//[=,]/_}.jsonl" 2> "$OUT/rows.err"
+      echo "rows $e rc=$?"; grep '"GB_per_s"' "$OUT/rows-${e//[=,]/_}.jsonl" | sed 's/.*"impl":"\([^"]*\)".*"shape":"\([^"]*\)".*"value":\([0-9.]*\).*/\1 \2 \3/'
+      tail -2 "$OUT/rows.err"; peer=--no-peer
+    done
     ;;
   matmul)
     timeout 100 "$D/bin/htr-bench-gpu" matmul-gpu --size 8192 --dtype bf16 --dsl-sizes 8192 --python "$PY" 2>&1 |
@@ -135,12 +146,12 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
   ablate)
     for e in ${ABLATE_ENVS:-default HTR_MATMUL_F32_OUT=0 HTR_SHARE_WEIGHT_CASTS=1}; do
       n=${ABLATE_STEPS:-8}
-      ev=""; [ "$e" != default ] && ev=$e
+      ev=""; [ "$e" != default ] && ev=${e//,/ }
       env $ev timeout ${ABLATE_TIMEOUT:-150} "$D/bin/htr-train" --device cuda:0 --preset gpt2 --batch 16 --seq 1024 \
         --precision bf16 --steps "$n" --eval-every 0 --sample-tokens 0 --progress plain --print-every 1 \
-        --print-plan --data "$D/data.txt" --out-dir "$OUT/ablate" > "$OUT/ablate-${e//=/_}.log" 2>&1
-      echo "ablate $e rc=$?: $(grep -m1 -E 'plan:' "$OUT/ablate-${e//=/_}.log" | cut -c1-120)"
-      echo "ablate $e: $(grep -E "^step $n/$n" "$OUT/ablate-${e//=/_}.log" | tail -1)"
+        --print-plan --data "$D/data.txt" --out-dir "$OUT/ablate" > "$OUT/ablate-${e//[=,]/_}.log" 2>&1
+      echo "ablate $e rc=$?: $(grep -m1 -E 'plan:' "$OUT/ablate-${e//[=,]/_}.log" | cut -c1-120)"
+      echo "ablate $e: $(grep -E "^step $n/$n" "$OUT/ablate-${e//[=,]/_}.log" | tail -1)"
     done
     ;;
   profile)

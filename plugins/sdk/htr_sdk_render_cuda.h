@@ -63,6 +63,15 @@ struct CudaTarget {
   // multiple of 32, <= 1024); 0 keeps them one thread per program. The cuda
   // plugin sets 256 unless HTR_CUDA_ROW_THREADS says otherwise.
   uint32_t row_threads = 0;
+  // Row lowering, loop-free programs: chunks of 8 elements per thread (1, 2 or 4): more loads in
+  // flight per thread (all of a value's chunks are loaded before it is used) on fewer threads.
+  // The cuda plugin reads HTR_CUDA_ROW_CHUNKS (a sweep knob: on the H200, 2 and 4 were slower
+  // than 1 in rows-gpu and the gpt2 step, session 10).
+  uint32_t row_chunks = 1;
+  // Row lowering: f32 exp and division as the hardware approximations (__expf: ex2.approx of
+  // x*log2(e), 2 + 1.16|x| ulp; __fdividef: x * rcp.approx(y), 2 ulp for |y| < 2^126) instead of
+  // the IEEE sequences. The cuda plugin reads HTR_CUDA_FAST_MATH.
+  bool fast_math = false;
 };
 
 /* How to launch what render_cuda printed. block_program (dot-shaped or row
@@ -135,12 +144,13 @@ const char* cuda_block_prelude();
  * (or an untraced pointer) may observe. Same semantics as
  * render() except the grouping of float reductions. *max_len is the
  * block's demand: the longest tile for programs with a FOR loop, the
- * longest tile / 8 (rounded up) for programs without (a thread then holds
- * chunks of 8 elements). row_threads_for: the block size for that demand:
+ * longest tile / (8 * chunks) (rounded up) for programs without (a thread
+ * then holds `chunks` chunks of 8 elements). fast_math: CudaTarget::fast_math. row_threads_for: the block size for that demand:
  * the power of two >= max_len, >= 32, capped at `cap`. */
-bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::string* why);
+bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::string* why,
+                    uint32_t chunks = 1);
 Status render_cuda_rows(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
-                        uint32_t threads, Rendered* out);
+                        uint32_t threads, Rendered* out, bool fast_math = false);
 uint32_t row_threads_for(uint32_t max_len, uint32_t cap);
 
 }  // namespace htr_sdk::ir

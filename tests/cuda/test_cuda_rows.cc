@@ -7,7 +7,9 @@
 // that path (strided_copy and pad_slice at the scheduler's 2048 block,
 // flat_convert, layer_norm over 768 columns, a GELU-backward row over 3000
 // columns in bf16) render with the vector path and NVRTC compiles them for
-// sm_90. [gpu]: the same kernels on cuda:0 against the sdk's IR interpreter,
+// sm_90 (also with 2 and 4 chunks per thread and fast math), the chunk-linearity analysis drops
+// the per-element pointer tests where it proves a chunk contiguous. [gpu]: the same kernels on
+// cuda:0 against the sdk's IR interpreter,
 // with tails (n not a multiple of a chunk), misaligned offsets (the scalar
 // fallback), transposes keeping and moving the inner dim; copies must match
 // bit for bit. Session 8 (rows helper): a tiled bias+GELU program (lanes
@@ -208,24 +210,47 @@ TEST_CASE("row programs of 512+ elements take the chunked vector path and compil
     return;
   }
   namespace ir = htr_sdk::ir;
-  for (const Case& c : Cases()) {
-    ir::Kernel kern;
-    ir::Analysis an;
-    REQUIRE(ir::read(c.ir.data(), c.ir.size(), &kern).ok());
-    REQUIRE(ir::verify(kern, &an).ok());
-    ir::CudaTarget target;
-    target.row_threads = 256;
-    ir::Rendered r;
-    ir::CudaLaunch launch;
-    REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
-    INFO(c.name << ": " << launch.lowering);
-    CHECK(launch.lowering.rfind("row ", 0) == 0);
-    CHECK((r.source.find("htr_vec") != std::string::npos) == c.vector);
-    htr_test_cuda::DumpSource("rows_" + c.name + ".cu", r.source);
-    std::string log;
-    const int rc = nv.compile(r.source, &log);
-    INFO(log);
-    CHECK(rc == 0);
+  // The plugin's knobs too: 2 and 4 chunks of 8 per thread (HTR_CUDA_ROW_CHUNKS), fast f32
+  // exp / division (HTR_CUDA_FAST_MATH).
+  struct Variant {
+    uint32_t chunks;
+    bool fast;
+  };
+  for (const Variant var : {Variant{1, false}, Variant{2, false}, Variant{4, true}}) {
+    for (const Case& c : Cases()) {
+      ir::Kernel kern;
+      ir::Analysis an;
+      REQUIRE(ir::read(c.ir.data(), c.ir.size(), &kern).ok());
+      REQUIRE(ir::verify(kern, &an).ok());
+      ir::CudaTarget target;
+      target.row_threads = 256;
+      target.row_chunks = var.chunks;
+      target.fast_math = var.fast;
+      ir::Rendered r;
+      ir::CudaLaunch launch;
+      REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
+      INFO(c.name << " (chunks " << var.chunks << (var.fast ? ", fast math" : "") << "): " << launch.lowering);
+      CHECK(launch.lowering.rfind("row ", 0) == 0);
+      CHECK((r.source.find("htr_vec") != std::string::npos) == c.vector);
+      if (var.fast && r.source.find("expf(") != std::string::npos) CHECK(r.source.find("__expf(") != std::string::npos);
+      // The chunk-linearity analysis (htr_sdk_render_cuda_row.cc analyze_chunks): contiguous
+      // rows and the tiled layout's row/column split test a chunk at its two ends (the strided
+      // copies here take their dims at run time: not provable); a transpose
+      // that moves the inner dim (stride 192) still compares every element's pointer.
+      const bool per_element = r.source.find("== htr_p0 + k") != std::string::npos;
+      if (c.name == "tiled_bias_gelu_768" || c.name == "gelu_bwd_row_3000" || c.name == "layernorm_768" ||
+          c.name.rfind("flat_", 0) == 0)
+        CHECK_FALSE(per_element);
+      if (c.name == "transpose_moved_bf16") CHECK(per_element);
+      if (var.chunks == 1)
+        htr_test_cuda::DumpSource("rows_" + c.name + ".cu", r.source);
+      else
+        htr_test_cuda::DumpSource("rows_" + c.name + "_c" + std::to_string(var.chunks) + ".cu", r.source);
+      std::string log;
+      const int rc = nv.compile(r.source, &log);
+      INFO(log);
+      CHECK(rc == 0);
+    }
   }
 }
 

@@ -421,7 +421,7 @@ struct AddArgs {
 };
 
 htr_status_t OpLaunch(htr_plugin_stream_t* s, const htr_op_desc_t* d) {
-  float alpha;
+  float alpha = 1.0f;
   if (!s) return Fail(HTR_STATUS_INVALID_ARGUMENT, "stream is NULL");
   if (htr_status_t st = CheckAdd(d, &alpha)) return st;
   AddArgs a{};
