@@ -306,10 +306,11 @@ std::string FormatMemoryReport(const MemoryReport& r) {
   if (r.precision != "fp32") {
     std::snprintf(buf, sizeof(buf),
                   "  low precision: %u matmuls (%u as f32 library matmuls on rounded operands, %u on the reference "
-                  "kernel), %u values stored in %s, %u casts\n",
+                  "kernel), %u values stored in %s, %u casts%s\n",
                   r.precision_stats.lowp_matmuls, r.precision_stats.f32_matmuls,
                   r.precision_stats.fallback_ops - r.precision_stats.f32_matmuls, r.precision_stats.lowp_values,
-                  r.precision.c_str(), r.precision_stats.casts);
+                  r.precision.c_str(), r.precision_stats.casts,
+                  r.precision_stats.shared_state_casts ? " (one per weight and step)" : "");
     s += buf;
   }
   if (r.recompute) {

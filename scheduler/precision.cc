@@ -36,10 +36,34 @@ bool IsGradientCombiner(const std::string& n) {
 }
 
 // HTR_SHARE_WEIGHT_CASTS=1: one lowp copy of a state per step, shared by its readers (see `as`
-// below); unset or anything else: one per reader, the default.
-bool ShareStateCasts() {
+// below); =0: one per reader; unset or anything else: ShareStateCastsAuto decides.
+std::optional<bool> ShareStateCastsByEnv() {
   std::optional<std::string> v = htr::rt::ReadEnv("HTR_SHARE_WEIGHT_CASTS");
-  return v && *v == "1";
+  if (v && *v == "1") return true;
+  if (v && *v == "0") return false;
+  return std::nullopt;
+}
+
+// Shared copies keep 2 bytes per narrowed parameter alive from the forward to the backward pass
+// and save one weight-sized conversion per reader after the first. Worth it where those copies
+// are small next to the step's lowp activations: at most 1/16 of their bytes (GPT-2 124M at B16
+// T1024: ~2%; tests/memory's small blocks, where the weights are most of the bytes: no).
+bool ShareStateCastsAuto(const std::vector<Value>& values, const std::vector<Node>& nodes,
+                         const std::vector<Port>& states, const std::vector<bool>& lowp) {
+  std::vector<bool> matmul_operand(values.size(), false);  // the weights (not the optimizer's moments)
+  for (const Node& n : nodes) {
+    if (n.def->name != "matmul") continue;
+    for (ValueId v : n.inputs) matmul_operand[v] = true;
+  }
+  int64_t state_elems = 0, act_elems = 0;
+  for (const Port& s : states) {
+    const Value& v = values[s.value];
+    if (matmul_operand[s.value] && v.info.dtype == HTR_DTYPE_F32 && ops::Numel(v.info.shape) >= kMinLowpElements)
+      state_elems += ops::Numel(v.info.shape);
+  }
+  for (size_t v = 0; v < values.size(); ++v)
+    if (lowp[v]) act_elems += ops::Numel(values[v].info.shape);
+  return state_elems > 0 && state_elems * 16 <= act_elems;
 }
 
 // HTR_LOWP_BIAS=f32 (see ApplyPrecision); anything else, or unset: the default.
@@ -164,7 +188,6 @@ Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* o
     return Status::Ok();
   }
   const htr_dtype_t L = p == Precision::kBF16 ? HTR_DTYPE_BF16 : HTR_DTYPE_F16;
-  const bool share_state_casts = ShareStateCasts();
 
   // Which intermediates are stored in lowp.
   const size_t nv = values.size();
@@ -212,16 +235,20 @@ Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* o
     lowp[v] = val.kind == ValueKind::kNode && val.info.dtype == HTR_DTYPE_F32 && !pinned[v] &&
               ops::Numel(val.info.shape) >= kMinLowpElements;
   }
+  const std::optional<bool> share_env = ShareStateCastsByEnv();
+  const bool share_state_casts = share_env ? *share_env : ShareStateCastsAuto(values, nodes, in.states(), lowp);
+  st.shared_state_casts = share_state_casts;
 
   // The stored value of source value v, converted to `want` (a cast right here when it differs).
   // One cast per reader, right before it, so the converted copies are short-lived (the fusion
   // pass folds widening ones into their reader's kernel). A state (a weight read by the forward
   // and the backward matmul) is narrowed once per reader by default: sharing one lowp copy
-  // (`share_state_casts`, HTR_SHARE_WEIGHT_CASTS=1; PyTorch's autocast caches its weight casts so)
-  // saves a weight-sized conversion per step but keeps 2 bytes per parameter alive from the
-  // forward to the backward pass, which on small models outweighs the activations the pass saves
-  // (tests/memory: the bf16 peak of their small models rises from below 0.75x of fp32's to 0.89x).
-  // Opt-in until it is measured where activations dominate (GPT-2 on a GPU).
+  // (`share_state_casts`; PyTorch's autocast caches its weight casts so) saves a weight-sized
+  // conversion per step but keeps 2 bytes per parameter alive from the forward to the backward
+  // pass, which on small models outweighs the activations the pass saves (tests/memory: the bf16
+  // peak of their small models rises from below 0.75x of fp32's to 0.89x): ShareStateCastsAuto
+  // shares where activations dominate (gpt2 bf16 on the H200: 534,851 -> 543,005 tokens/s, peak
+  // 5,930 -> 6,120 MiB, session 10); HTR_SHARE_WEIGHT_CASTS=1 / =0 force it either way.
   std::vector<ValueId> narrowed(nv, kNoValue);  // a state's shared lowp copy
   auto as = [&](ValueId v, htr_dtype_t want, ValueId* res) -> Status {
     ValueId s = r.Map(v);

@@ -53,6 +53,7 @@ struct PrecisionStats {
   uint32_t lowp_values = 0;    // intermediates stored in lowp
   uint32_t f32_matmuls = 0;    // matmuls falling back to f32 (the device has no lowp matmul)
   uint32_t fallback_ops = 0;   // f32_matmuls + lowp matmuls left on the reference kernel
+  bool shared_state_casts = false;  // one lowp copy per state and step (precision.cc ShareStateCastsAuto)
 };
 
 // Values below this many elements stay f32 (casting them costs more than it saves).
