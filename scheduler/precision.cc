@@ -46,8 +46,9 @@ std::optional<bool> ShareStateCastsByEnv() {
 
 // Shared copies keep 2 bytes per narrowed parameter alive from the forward to the backward pass
 // and save one weight-sized conversion per reader after the first. Worth it where those copies
-// are small next to the step's lowp activations: at most 1/16 of their bytes (GPT-2 124M at B16
-// T1024: ~2%; tests/memory's small blocks, where the weights are most of the bytes: no).
+// are small next to the step's lowp activations: at most 1/16 of their elements (gpt2 at B16
+// T1024 and the tiny preset share; tests/memory's small blocks, where the weights are most of the
+// bytes, do not).
 bool ShareStateCastsAuto(const std::vector<Value>& values, const std::vector<Node>& nodes,
                          const std::vector<Port>& states, const std::vector<bool>& lowp) {
   std::vector<bool> matmul_operand(values.size(), false);  // the weights (not the optimizer's moments)

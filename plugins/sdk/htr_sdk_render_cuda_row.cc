@@ -457,30 +457,21 @@ class RowRenderer {
         barrier_after_store(i);
         break;
       }
-      case HTR_KIR_OP_DIV:
-        if (fast_ && type(in(0)).dtype == HTR_DTYPE_F32) {
-          elementwise(r, "__fdividef(" + at(in(0)) + ", " + at(in(1)) + ")");
-          break;
-        }
-        elementwise(r, sp_.binary_expr(op.opcode, type(in(0)).dtype, at(in(0)), at(in(1))));
-        break;
-      case HTR_KIR_OP_EXP:
-        if (fast_ && type(in(0)).dtype == HTR_DTYPE_F32) {
-          elementwise(r, "__expf(" + at(in(0)) + ")");
-          break;
-        }
-        elementwise(r, sp_.unary_expr(op.opcode, type(in(0)).dtype, at(in(0))));
-        break;
-      case HTR_KIR_OP_ADD: case HTR_KIR_OP_SUB: case HTR_KIR_OP_MUL:
+      case HTR_KIR_OP_ADD: case HTR_KIR_OP_SUB: case HTR_KIR_OP_MUL: case HTR_KIR_OP_DIV:
       case HTR_KIR_OP_REM: case HTR_KIR_OP_MAX: case HTR_KIR_OP_MIN: case HTR_KIR_OP_AND:
-      case HTR_KIR_OP_OR:
-        elementwise(r, sp_.binary_expr(op.opcode, type(in(0)).dtype, at(in(0)), at(in(1))));
+      case HTR_KIR_OP_OR: {
+        const bool fast = fast_ && op.opcode == HTR_KIR_OP_DIV && type(in(0)).dtype == HTR_DTYPE_F32;
+        elementwise(r, fast ? "__fdividef(" + at(in(0)) + ", " + at(in(1)) + ")"
+                            : sp_.binary_expr(op.opcode, type(in(0)).dtype, at(in(0)), at(in(1))));
         break;
-      case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_LOG:
+      }
+      case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP: case HTR_KIR_OP_LOG:
       case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH: case HTR_KIR_OP_ERF:
-      case HTR_KIR_OP_NOT:
-        elementwise(r, sp_.unary_expr(op.opcode, type(in(0)).dtype, at(in(0))));
+      case HTR_KIR_OP_NOT: {
+        const bool fast = fast_ && op.opcode == HTR_KIR_OP_EXP && type(in(0)).dtype == HTR_DTYPE_F32;
+        elementwise(r, fast ? "__expf(" + at(in(0)) + ")" : sp_.unary_expr(op.opcode, type(in(0)).dtype, at(in(0))));
         break;
+      }
       case HTR_KIR_OP_CMP:
         elementwise(r, "(" + at(in(0)) + " " + cmp[op.attrs[0]] + " " + at(in(1)) + ")");
         break;
@@ -533,12 +524,15 @@ class RowRenderer {
     const bool masked = op.operands.size() > mask_operand;
     line("bool htr_vec = " + std::string(n % TV() != 0 ? "htr_e0 + " + Vs + " <= " + std::to_string(n) : "true") + ";");
     line(ct(p) + " htr_p0;");
+    const std::string mask = masked ? at(op.operands[mask_operand]) : std::string();
     const Lin& lp = lin_[root(p)];
     const Lin* lm = masked ? &lin_[root(op.operands[mask_operand])] : nullptr;
-    if (lp.known && lp.slope == 1) {
-      // Consecutive by construction (analyze_chunks) once the dividends are >= 0 here; the last
-      // element's pointer rules out a wrap of a narrower offset inside the chunk.
-      std::string first = "((uint64_t)htr_p0 & " + std::to_string(align - 1) + "u) == 0";
+    // A slope-1 pointer tile is consecutive by construction (analyze_chunks) once its dividends
+    // (and the mask's) are >= 0 at the first element; the last element's pointer rules out a wrap
+    // of a narrower offset inside the chunk, and a monotone mask is tested at the two ends.
+    const bool linear = lp.known && lp.slope == 1;
+    std::string first = "((uint64_t)htr_p0 & " + std::to_string(align - 1) + "u) == 0";
+    if (linear) {
       std::vector<uint32_t> checks = lp.checks;
       if (lm != nullptr) checks.insert(checks.end(), lm->checks.begin(), lm->checks.end());
       for (uint32_t c : checks) {
@@ -546,28 +540,23 @@ class RowRenderer {
         if (rc < arange_.size() && arange_[rc] >= 0) continue;  // start + e, e < the tile's length
         first += " && " + at(c) + " >= 0";
       }
-      if (masked) first += " && " + at(op.operands[mask_operand]);
-      line("{ const int32_t j = q * " + Vs + "; const int32_t e = htr_e0; (void)j; (void)e; htr_p0 = " + at(p) +
-           "; if (htr_vec) htr_vec = " + first + "; }");
-      line("{ const int32_t j = q * " + Vs + " + " + std::to_string(V_ - 1) + "; const int32_t e = htr_e0 + " +
-           std::to_string(V_ - 1) + "; (void)j; (void)e; if (htr_vec) htr_vec = " + at(p) + " == htr_p0 + " +
-           std::to_string(V_ - 1) + (masked && lm->mono ? " && " + at(op.operands[mask_operand]) : std::string()) +
-           "; }");
-      if (masked && !lm->mono) {
-        line("#pragma unroll");
-        line("for (int32_t k = 1; k < " + Vs + "; ++k) { const int32_t j = q * " + Vs +
-             " + k; const int32_t e = htr_e0 + k; (void)j; (void)e; if (htr_vec) htr_vec = " +
-             at(op.operands[mask_operand]) + "; }");
-      }
-      return;
     }
+    if (masked) first += " && " + mask;
     line("{ const int32_t j = q * " + Vs + "; const int32_t e = htr_e0; (void)j; (void)e; htr_p0 = " + at(p) +
-         "; if (htr_vec) htr_vec = ((uint64_t)htr_p0 & " + std::to_string(align - 1) + "u) == 0" +
-         (masked ? " && " + at(op.operands[mask_operand]) : std::string()) + "; }");
+         "; if (htr_vec) htr_vec = " + first + "; }");
+    if (linear) {
+      const std::string last = std::to_string(V_ - 1);
+      line("{ const int32_t j = q * " + Vs + " + " + last + "; const int32_t e = htr_e0 + " + last +
+           "; (void)j; (void)e; if (htr_vec) htr_vec = " + at(p) + " == htr_p0 + " + last +
+           (masked && lm->mono ? " && " + mask : std::string()) + "; }");
+      if (!masked || lm->mono) return;
+    }
+    // Element by element: the pointers (unless linear) and the mask.
+    std::string each_k = linear ? std::string() : at(p) + " == htr_p0 + k";
+    if (masked) each_k += (each_k.empty() ? "" : " && ") + mask;
     line("#pragma unroll");
     line("for (int32_t k = 1; k < " + Vs + "; ++k) { const int32_t j = q * " + Vs +
-         " + k; const int32_t e = htr_e0 + k; (void)j; (void)e; if (htr_vec) htr_vec = " + at(p) + " == htr_p0 + k" +
-         (masked ? " && " + at(op.operands[mask_operand]) : std::string()) + "; }");
+         " + k; const int32_t e = htr_e0 + k; (void)j; (void)e; if (htr_vec) htr_vec = " + each_k + "; }");
   }
   void emit_vector_load(const Op& op, uint32_t r) {
     const uint32_t p = op.operands[0];
