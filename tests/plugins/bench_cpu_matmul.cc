@@ -2,10 +2,10 @@
 // onednn and auto at square sizes, f32 and bf16. Prints JSON lines with the
 // best time of each and auto's ratio to the better forced impl.
 // Usage: HTR_BENCH_SIZES="256 1024" bench_cpu_matmul  (default 256..4096)
-// (a Catch2 runner only so the harness's REQUIRE checks work).
+// (a Catch2 program, linking tests/catch_main.cc, only so the harness's REQUIRE
+// checks work).
 #include "plugin_harness.h"
 
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <algorithm>

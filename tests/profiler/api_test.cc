@@ -2,7 +2,6 @@
 // argument and state errors, what a recording holds (library op with device
 // timers, copies, allocations, ranges), that nothing is recorded once
 // stopped, the event limit, the trace file, and the peaks cache round trip.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <cstdio>
