@@ -16,6 +16,16 @@ std::optional<std::string> ReadEnv(const char* key) {
   return std::string(v);
 }
 
+std::optional<bool> ReadEnvSwitch(const char* key) {
+  const std::optional<std::string> v = ReadEnv(key);
+  if (!v) return std::nullopt;
+  if (*v == "1" || *v == "on" || *v == "true") return true;
+  if (*v == "0" || *v == "off" || *v == "false") return false;
+  return std::nullopt;
+}
+
+bool EnvSwitchOn(const char* key) { return ReadEnvSwitch(key).value_or(true); }
+
 Config ReadConfig() {
   Config c;
   c.plugin_path = ReadEnv("HTR_PLUGIN_PATH");

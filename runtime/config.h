@@ -17,7 +17,8 @@
 //                        (scheduler/device_exec.h)
 //   HTR_KERNELS          auto|generated: generated: no library ops (device_exec.h)
 //
-// Switches of the scheduler's passes, read through ReadEnv where a plan is built (never per
+// Switches of the scheduler's passes, read through EnvSwitchOn / ReadEnvSwitch (0/off/false,
+// 1/on/true) or ReadEnv where a plan is built (never per
 // step); for A/B runs and diagnostics, each documented where it is read:
 //   HTR_FUSE_EPILOGUES, HTR_FUSE_ADAMW, HTR_FOLD_CASTS, HTR_FOLD_LN_CASTS, HTR_BIAS_EPILOGUE,
 //   HTR_LOWP_BIAS, HTR_BAKE_LAYOUT, HTR_GRAPHS, HTR_ASSIGN_IN_PLACE, HTR_TILE_ROWS,
@@ -46,6 +47,13 @@ Config ReadConfig();
 
 // One environment value (secure_getenv); nullopt when unset.
 std::optional<std::string> ReadEnv(const char* key);
+
+// A switch read from the environment: true for 1/on/true, false for 0/off/false, nullopt when
+// unset or anything else (the caller's default then decides).
+std::optional<bool> ReadEnvSwitch(const char* key);
+
+// A switch that is on unless the environment sets it to 0/off/false.
+bool EnvSwitchOn(const char* key);
 
 // For htr_host_api_t.config_get: the value of `key`, or NULL when unset or
 // key is NULL/empty. The first read of a key is cached; the returned string

@@ -188,11 +188,7 @@ Status FuseChunk(Program* p, const std::vector<Cand>& chunk, const Fuser::Accept
 
 }  // namespace
 
-bool AdamWFusionEnabledByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_FUSE_ADAMW");
-  if (!v) return true;
-  return !(*v == "0" || *v == "off" || *v == "false");
-}
+bool AdamWFusionEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_FUSE_ADAMW"); }
 
 Status FuseAdamW(Program* p, const Fuser::Accept& accept, FusionStats* stats, std::vector<std::string>* rejections) {
   if (!AdamWFusionEnabledByEnv()) return Status::Ok();

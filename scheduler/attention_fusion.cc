@@ -983,16 +983,8 @@ Step BackwardMember(const Match& m) {
 
 }  // namespace
 
-namespace {
-bool EnvOn(const char* name) {
-  std::optional<std::string> v = htr::rt::ReadEnv(name);
-  if (!v) return true;
-  return !(*v == "0" || *v == "off" || *v == "false");
-}
-}  // namespace
-
-bool AttentionFusionEnabledByEnv() { return EnvOn("HTR_FUSE_ATTENTION"); }
-bool AttentionViewsEnabledByEnv() { return EnvOn("HTR_ATTENTION_VIEWS"); }
+bool AttentionFusionEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_FUSE_ATTENTION"); }
+bool AttentionViewsEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_ATTENTION_VIEWS"); }
 
 kernels::AttentionConfig AttentionConfigFor(int64_t d, htr_dtype_t dtype) {
   kernels::AttentionConfig c;

@@ -159,17 +159,11 @@ std::string Describe(const BiasMatmulQuery& q) {
          "->" + CastName(q.out) + (q.has_bias ? std::string(" bias ") + CastName(q.bias) : std::string(" no bias"));
 }
 
-bool EnvOn(const char* key) {
-  std::optional<std::string> v = htr::rt::ReadEnv(key);
-  if (!v) return true;
-  return !(*v == "0" || *v == "off" || *v == "false");
-}
-
 }  // namespace
 
-bool BiasEpilogueEnabledByEnv() { return EnvOn("HTR_BIAS_EPILOGUE"); }
+bool BiasEpilogueEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_BIAS_EPILOGUE"); }
 
-bool MatmulF32OutEnabledByEnv() { return EnvOn("HTR_MATMUL_F32_OUT"); }
+bool MatmulF32OutEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_MATMUL_F32_OUT"); }
 
 Status ApplyBiasEpilogue(const Graph& in, const BiasAccept& accept, Graph* out, BiasEpilogueStats* stats,
                          bool f32_out) {

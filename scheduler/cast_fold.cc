@@ -141,17 +141,9 @@ Status BuildLayerNormGradWide(const Program& p, const Step& ln, const Step* add,
 
 }  // namespace
 
-bool CastFoldEnabledByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_FOLD_CASTS");
-  if (!v) return true;
-  return !(*v == "0" || *v == "off" || *v == "false");
-}
+bool CastFoldEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_FOLD_CASTS"); }
 
-bool LayerNormCastFoldEnabledByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_FOLD_LN_CASTS");
-  if (!v) return true;
-  return !(*v == "0" || *v == "off" || *v == "false");
-}
+bool LayerNormCastFoldEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_FOLD_LN_CASTS"); }
 
 Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats, std::vector<std::string>* rejections) {
   if (!CastFoldEnabledByEnv()) return Status::Ok();

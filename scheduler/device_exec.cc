@@ -88,9 +88,7 @@ bool ReadsInPlaceSafely(const Program& p, const Step& s, ValueId v) {
 }  // namespace
 
 uint32_t AssignInPlace(Program* p) {
-  if (std::optional<std::string> e = htr::rt::ReadEnv("HTR_ASSIGN_IN_PLACE");
-      e && (*e == "0" || *e == "off" || *e == "false"))
-    return 0;
+  if (!htr::rt::EnvSwitchOn("HTR_ASSIGN_IN_PLACE")) return 0;
   const size_t nv = p->values.size(), ns = p->steps.size();
   std::vector<int64_t> producer(nv, -1);
   std::vector<uint32_t> last_read(nv, 0);

@@ -158,11 +158,7 @@ bool FindPair(const Program& p, size_t from, const std::vector<uint32_t>& reader
 
 }  // namespace
 
-bool EpilogueFusionEnabledByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_FUSE_EPILOGUES");
-  if (!v) return true;
-  return !(*v == "0" || *v == "off" || *v == "false");
-}
+bool EpilogueFusionEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_FUSE_EPILOGUES"); }
 
 Status FuseEpilogues(Program* p, const Fuser::Accept& accept, FusionStats* stats,
                      std::vector<std::string>* rejections) {

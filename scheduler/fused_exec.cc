@@ -15,11 +15,7 @@
 
 namespace htr::sched {
 
-bool FusionEnabledByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_FUSION");
-  if (!v) return true;
-  return !(*v == "0" || *v == "off" || *v == "false");
-}
+bool FusionEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_FUSION"); }
 
 bool FusionForcedByEnv() {
   std::optional<std::string> v = htr::rt::ReadEnv("HTR_FUSION");
@@ -27,10 +23,7 @@ bool FusionForcedByEnv() {
 }
 
 bool TileRowsFor(htr_device_t* device) {
-  if (std::optional<std::string> v = htr::rt::ReadEnv("HTR_TILE_ROWS")) {
-    if (*v == "1" || *v == "on" || *v == "true") return true;
-    if (*v == "0" || *v == "off" || *v == "false") return false;
-  }
+  if (const std::optional<bool> v = htr::rt::ReadEnvSwitch("HTR_TILE_ROWS")) return *v;
   const char* plugin = device ? htr_device_plugin_name(device) : nullptr;
   return plugin && std::strcmp(plugin, "cuda") == 0;
 }

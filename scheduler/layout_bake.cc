@@ -19,11 +19,7 @@ bool IsLayoutCopy(const std::string& n) {
 
 }  // namespace
 
-bool BakeLayoutEnabledByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_BAKE_LAYOUT");
-  if (!v) return true;
-  return !(*v == "0" || *v == "off" || *v == "false");
-}
+bool BakeLayoutEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_BAKE_LAYOUT"); }
 
 Status BakeLayoutCopies(Program* p, const Fuser::Accept& accept, FusionStats* stats,
                         std::vector<std::string>* rejections) {

@@ -35,14 +35,10 @@ bool IsGradientCombiner(const std::string& n) {
          n == "reshape" || n == "minimum" || n == "maximum";
 }
 
-// HTR_SHARE_WEIGHT_CASTS=1: one lowp copy of a state per step, shared by its readers (see `as`
-// below); =0: one per reader; unset or anything else: ShareStateCastsAuto decides.
-std::optional<bool> ShareStateCastsByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_SHARE_WEIGHT_CASTS");
-  if (v && *v == "1") return true;
-  if (v && *v == "0") return false;
-  return std::nullopt;
-}
+// HTR_SHARE_WEIGHT_CASTS=1 (on, true): one lowp copy of a state per step, shared by its readers
+// (see `as` below); =0 (off, false): one per reader; unset or anything else: ShareStateCastsAuto
+// decides.
+std::optional<bool> ShareStateCastsByEnv() { return htr::rt::ReadEnvSwitch("HTR_SHARE_WEIGHT_CASTS"); }
 
 // Shared copies keep 2 bytes per narrowed parameter alive from the forward to the backward pass
 // and save one weight-sized conversion per reader after the first. Worth it where those copies

@@ -77,10 +77,7 @@ void StepGraphPolicy::Captured(const std::vector<uint64_t>& key) {
 
 void StepGraphPolicy::CaptureFailed(const std::string& why) { TurnOff("capture failed: " + why); }
 
-bool GraphsEnabledByEnv() {
-  std::optional<std::string> v = htr::rt::ReadEnv("HTR_GRAPHS");
-  return !(v && (*v == "0" || *v == "off" || *v == "false"));
-}
+bool GraphsEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_GRAPHS"); }
 
 std::string PluginGraphSupport(htr_device_t* device) {
   const htr_plugin_api_t* api = device->api;

@@ -80,3 +80,26 @@ TEST_CASE("SplitList trims and drops empty items", "[config]") {
   CHECK(htr::rt::SplitList("", ':').empty());
   CHECK(htr::rt::SplitList("::", ':').empty());
 }
+
+TEST_CASE("environment switches: 1/on/true, 0/off/false, the default otherwise", "[config]") {
+  const char* key = "HTR_TEST_SWITCH";
+  unsetenv(key);
+  CHECK_FALSE(htr::rt::ReadEnvSwitch(key).has_value());
+  CHECK(htr::rt::EnvSwitchOn(key));
+  for (const char* on : {"1", "on", "true"}) {
+    setenv(key, on, 1);
+    CHECK(htr::rt::ReadEnvSwitch(key) == std::optional<bool>(true));
+    CHECK(htr::rt::EnvSwitchOn(key));
+  }
+  for (const char* off : {"0", "off", "false"}) {
+    setenv(key, off, 1);
+    CHECK(htr::rt::ReadEnvSwitch(key) == std::optional<bool>(false));
+    CHECK_FALSE(htr::rt::EnvSwitchOn(key));
+  }
+  for (const char* other : {"", "force", "2", "OFF"}) {
+    setenv(key, other, 1);
+    CHECK_FALSE(htr::rt::ReadEnvSwitch(key).has_value());
+    CHECK(htr::rt::EnvSwitchOn(key));
+  }
+  unsetenv(key);
+}
