@@ -9,6 +9,7 @@
 #include "ops/kernels/kernels.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -39,8 +40,9 @@ struct Tile {
 // (4x8 each); CPU devices (lavapipe): 64x64x16 over 64 invocations (8 SIMD
 // vectors, 8x8 each).
 Tile tile_for(const htr_plugin_device_t* d, htr_dtype_t dtype) {
-  const uint32_t* env = d->ctx->matmul_tile;
-  if (env[0] != 0) return Tile{env[0], env[1], env[2], env[3]};
+  uint32_t env[4];
+  if (const char* e = std::getenv("HTR_VK_MATMUL_TILE"); e != nullptr && parse_matmul_tile(e, env))
+    return Tile{env[0], env[1], env[2], env[3]};
   const PhysInfo& info = *d->info;
   // f16 on cooperative matrices (glsl_options sets them): A/B tiles as f16 in workgroup memory,
   // plus one f32 staging fragment per subgroup for the epilogue; the tile must divide into the
@@ -229,6 +231,15 @@ htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, uint32_t u
 }
 
 }  // namespace
+
+bool parse_matmul_tile(const char* text, uint32_t out[4]) {
+  unsigned bm = 0, bn = 0, bk = 0, w = 0;
+  char tail = 0;
+  const int n = std::sscanf(text, "%ux%ux%ux%u%c", &bm, &bn, &bk, &w, &tail);
+  if ((n != 3 && n != 4) || bm < 1 || bn < 1 || bk < 1 || bm > 256 || bn > 256 || bk > 256 || w > 1024) return false;
+  out[0] = bm, out[1] = bn, out[2] = bk, out[3] = w;
+  return true;
+}
 
 htr_status_t op_query(htr_plugin_device_t* device, const htr_op_desc_t* desc, int32_t* out_score) {
   if (device == nullptr) return htr_sdk::null_handle_error(kPluginName, "device");

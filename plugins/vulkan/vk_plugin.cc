@@ -132,19 +132,10 @@ htr_status_t init(const htr_host_api_t* host, htr_plugin_ctx_t** out_ctx) {
     ctx->block_bytes = parse_u64(h.config("HTR_VK_BLOCK_MB"), 64) << 20;
     if (ctx->block_bytes == 0) ctx->block_bytes = 64ull << 20;
     ctx->timeout_ns = parse_u64(h.config("HTR_VK_TIMEOUT_S"), 600) * 1000000000ull;
-    if (const char* mt = h.config("HTR_VK_MATMUL_TILE")) {
-      unsigned bm = 0, bn = 0, bk = 0, w = 0;
-      char tail = 0;
-      const int n = std::sscanf(mt, "%ux%ux%ux%u%c", &bm, &bn, &bk, &w, &tail);
-      if ((n == 3 || n == 4) && bm >= 1 && bn >= 1 && bk >= 1 && bm <= 256 && bn <= 256 && bk <= 256 && w <= 1024) {
-        ctx->matmul_tile[0] = bm;
-        ctx->matmul_tile[1] = bn;
-        ctx->matmul_tile[2] = bk;
-        ctx->matmul_tile[3] = w;
-      } else {
-        h.log(HTR_LOG_WARN, "HTR_VK_MATMUL_TILE='%s' ignored (want BMxBNxBK[xW], each 1..256, W <= 1024)", mt);
-      }
-    }
+    // HTR_VK_MATMUL_TILE is read at every matmul (vk_ops.cc tile_for); a malformed value is named once here.
+    uint32_t tile[4];
+    if (const char* mt = h.config("HTR_VK_MATMUL_TILE"); mt != nullptr && !parse_matmul_tile(mt, tile))
+      h.log(HTR_LOG_WARN, "HTR_VK_MATMUL_TILE='%s' ignored (want BMxBNxBK[xW], each 1..256, W <= 1024)", mt);
     const char* cache = h.config("HTR_CACHE_DIR");
     const char* home = h.config("HOME");
     if (cache != nullptr && cache[0] != '\0') {

@@ -91,7 +91,6 @@ struct htr_plugin_ctx_s {
   std::string cache_dir;     // "" = no disk cache
   uint64_t block_bytes = 64ull << 20;
   uint64_t timeout_ns = 600ull * 1000000000ull;
-  uint32_t matmul_tile[4] = {0, 0, 0, 0};  // HTR_VK_MATMUL_TILE (bm, bn, bk, w); bm 0 = from the device
 };
 
 namespace htr_vk {
