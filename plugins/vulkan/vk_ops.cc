@@ -187,9 +187,12 @@ htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, uint32_t u
                            htr_plugin_kernel_t** out) {
   const Tile t = tile_for(d, dtype);
   *tile = t;
+  // HTR_VK_LOWER (read by glsl_options at every compile) is part of the key, so a sweep of it in
+  // one process compiles each variant instead of reusing the first.
+  const char* lower = std::getenv("HTR_VK_LOWER");
   const std::string key = std::string("matmul/") + htr_sdk::dtype_name(dtype) + "/" + std::to_string(t.bm) + "x" +
                           std::to_string(t.bn) + "x" + std::to_string(t.bk) + "x" + std::to_string(t.w) + "/u" +
-                          std::to_string(units);
+                          std::to_string(units) + (lower != nullptr ? std::string("/lower=") + lower : std::string());
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {
@@ -209,7 +212,7 @@ htr_status_t matmul_kernel(htr_plugin_device_t* d, htr_dtype_t dtype, uint32_t u
   // f32 on GPUs: 16-byte tile loads and micro-tile columns in runs of 4 (measured with the
   // 64x64x16/128 tile; 128x128x8/256 loses with the loads). HTR_VK_LOWER, when set, decides.
   if (dtype == HTR_DTYPE_F32 && d->info->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
-      std::getenv("HTR_VK_LOWER") == nullptr && t.bm == 64 && t.bn == 64 && t.bk == 16) {
+      lower == nullptr && t.bm == 64 && t.bn == 64 && t.bk == 16) {
     opt.vector_loads_f32 = true;
     opt.micro_vec4 = true;
   }
