@@ -18,8 +18,8 @@
 //   HTR_KERNELS          auto|generated: generated: no library ops (device_exec.h)
 //
 // Switches of the scheduler's passes, read through EnvSwitchOn / ReadEnvSwitch (0/off/false,
-// 1/on/true) or ReadEnv where a plan is built (never per
-// step); for A/B runs and diagnostics, each documented where it is read:
+// 1/on/true) or ReadEnv where a plan is built (never per step); for A/B runs and diagnostics,
+// each documented where it is read:
 //   HTR_FUSE_EPILOGUES, HTR_FUSE_ADAMW, HTR_FOLD_CASTS, HTR_FOLD_LN_CASTS, HTR_BIAS_EPILOGUE,
 //   HTR_LOWP_BIAS, HTR_BAKE_LAYOUT, HTR_GRAPHS, HTR_ASSIGN_IN_PLACE, HTR_TILE_ROWS,
 //   HTR_MATMUL_F32_OUT, HTR_SHARE_WEIGHT_CASTS, HTR_COMPILE_THREADS, HTR_COLSUM_V, HTR_EMBED_CHUNK, HTR_DEVICE_LOWER_SKIP
