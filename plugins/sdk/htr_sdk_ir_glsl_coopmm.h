@@ -38,6 +38,20 @@
  * program p (row-major over that grid) takes tile row and column from a
  * band of group_m tile rows, so concurrent workgroups share A rows and B
  * columns in L2 (at 8192^3 B alone is 128 MB).
+ *
+ * Workgroup scope (wg = true, for VK_NV_cooperative_matrix2's workgroup-scope
+ * matrices of flexible dimensions): the whole bm x bk A tile, bk x bn B tile
+ * and bm x bn f32 accumulator are each one matrix of the workgroup, loaded
+ * straight from global memory with coopMatLoadNV and multiplied with one
+ * coopMatMulAddNV per k step; the driver tiles them over its subgroups and
+ * stages the loads through shared memory itself (the kernel declares none).
+ * glslang 12 spells them as GL_NV_cooperative_matrix types with
+ * gl_ScopeWorkgroup; the plugin's KHR rewrite keeps the scope. Same
+ * arguments, grid and preconditions as above; bm, bn, bk must be multiples
+ * of a granularity the device lists for the workgroup size (the caller's
+ * check). With wg_staged the tiles go through the kernel's own pipeline
+ * above and one workgroup-scope load of each staged tile per k step feeds
+ * the multiply (the cooperative shape is the whole tile).
  */
 #ifndef HTR_SDK_IR_GLSL_COOPMM_H_
 #define HTR_SDK_IR_GLSL_COOPMM_H_
@@ -64,6 +78,12 @@ struct CoopMmConfig {
   bool lean = false;                     // A fragments loaded one at a time (fewer live registers)
   bool khr = false;                      // not a rendering property: the vulkan plugin rewrites the
                                          // module to KHR cooperative matrices (vk_spirv_bf16.h)
+  bool wg = false;                       // workgroup-scope matrices (see below); stages, lean, subgroup
+                                         // and the cooperative shape are then not read, depth is the
+                                         // k-loop unroll (loads of `depth` steps issued before their MMAs)
+  bool wg_staged = false;                // with wg: the tiles staged through this kernel's own two-stage
+                                         // workgroup-memory pipeline as above (stages, depth read), the
+                                         // workgroup-scope matrices loaded from it
 };
 
 struct CoopMmShader {

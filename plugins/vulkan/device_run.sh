@@ -13,6 +13,11 @@
 #   bf16     bf16 on KHR cooperative matrices (HTR_VK_COOPMM_BF16=1): sweep of VK_SWEEP_BF16 at 4096
 #            and 8192 with PyTorch at both sizes
 #   bf16check the bf16 fast path against the DSL library kernel at 4096 (NMSE), plain and transposed
+#   wg       f16 on workgroup-scope matrices (VK_NV_cooperative_matrix2): the device's flexible
+#            shapes (htr-info at HTR_LOG=info), then a sweep of HTR_VK_COOPMM2 values in VK_SWEEP_WG
+#            (';'-separated; the first, 0, is the subgroup kernel and the NMSE reference) at 4096
+#            and 8192 with PyTorch, then VK_WG_CHECK (default: the sweep's second value) with
+#            transposed operands against the subgroup kernel at 4096
 set +e +o pipefail
 case "${1:-}" in
 pack)
@@ -81,6 +86,23 @@ for sec in ${SECTIONS:-f16 bf16 bf16check conform}; do
     echo "bf16 rc=$?"
     short < "$OUT/bf16.jsonl"
     grep -i "pipeline stats\|differs\|fail\|error\|rewrite" "$OUT/bf16.err" | cut -c1-400 | head -20
+    ;;
+  wg)
+    HTR_LOG=info "$D/bin/htr-info" 2>&1 | grep -i "flexible\|vulkan" | head -40
+    VK_SWEEP_WG=${VK_SWEEP_WG:-0;128x128x32x128;128x128x32x256;128x256x32x256;256x128x32x256;128x128x64x256;128x256x64x256;256x256x32x256;256x256x32x512;128x256x32x256x2;256x128x32x256x2;128x128x32x128x2}
+    HTR_VK_PIPELINE_STATS=1 HTR_LOG=info timeout ${WG_TIMEOUT:-90} "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 \
+      --dtype f16 --size 4096 --dsl-sizes 0 --reps 10 --warmup 2 --warmup-ms 300 --python "$PY" \
+      --sweep-env HTR_VK_COOPMM2 --sweep-sizes 4096,8192 --sweep-nmse-max 4096 --sweep-values "$VK_SWEEP_WG" > "$OUT/wg.jsonl" 2> "$OUT/wg.err"
+    echo "wg rc=$?"
+    short < "$OUT/wg.jsonl"
+    grep -i "pipeline stats\|differs\|fail\|error\|coopmm_wg\|rewrite" "$OUT/wg.err" | cut -c1-400 | head -40
+    chk=${VK_WG_CHECK:-$(echo "$VK_SWEEP_WG" | cut -d';' -f2)}
+    timeout ${CHECK_TIMEOUT:-20} "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype f16 --size 4096 \
+      --dsl-sizes 0 --reps 2 --warmup 1 --warmup-ms 0 --python false --trans-a 1 --trans-b 1 --sweep-env HTR_VK_COOPMM2 \
+      --sweep-values "0;$chk" > "$OUT/wgcheck.jsonl" 2> "$OUT/wgcheck.err"
+    echo "wgcheck [A^T B^T, $chk] rc=$?"
+    grep -o '"env":"[^"]*"\|"nmse_vs_first":[^,]*\|"value":[0-9.e+-]*' "$OUT/wgcheck.jsonl" | tr '\n' ' '; echo
+    grep -i "differs\|error" "$OUT/wgcheck.err" | head -3
     ;;
   bf16check)
     # the bf16 fast path (first value) against the DSL library kernel (second), plain and transposed

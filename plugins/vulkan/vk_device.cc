@@ -164,6 +164,81 @@ void query_coopmat_khr(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
   }
 }
 
+// VK_NV_cooperative_matrix2 postdates this tree's headers too (registry values).
+constexpr VkStructureType kSTypeCoop2Features = static_cast<VkStructureType>(1000593000);
+constexpr VkStructureType kSTypeCoopFlexProps = static_cast<VkStructureType>(1000593001);
+constexpr VkStructureType kSTypeCoop2Props = static_cast<VkStructureType>(1000593002);
+constexpr uint32_t kScopeWorkgroup = 2;
+struct Coop2Features {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrixWorkgroupScope, cooperativeMatrixFlexibleDimensions, cooperativeMatrixReductions,
+      cooperativeMatrixConversions, cooperativeMatrixPerElementOperations, cooperativeMatrixTensorAddressing,
+      cooperativeMatrixBlockLoads;
+};
+struct Coop2Props {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize, cooperativeMatrixFlexibleDimensionsMaxDimension,
+      cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+};
+struct CoopFlexProps {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MGranularity, NGranularity, KGranularity;
+  uint32_t AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  uint32_t scope;
+  uint32_t workgroupInvocations;
+};
+using GetCoopFlexProps = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopFlexProps*);
+
+// PhysInfo::coopmat2*: the two features, the limits and the workgroup-scope f16 x f16 + f32 ->
+// f32 granularities; coopmat2 stays false unless all are there.
+void query_coopmat2(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
+  Coop2Features cf{};
+  cf.sType = kSTypeCoop2Features;
+  VkPhysicalDeviceFeatures2 f2{};
+  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  f2.pNext = &cf;
+  ctx->it.vkGetPhysicalDeviceFeatures2(p, &f2);
+  if (!cf.cooperativeMatrixWorkgroupScope || !cf.cooperativeMatrixFlexibleDimensions) return;
+  Coop2Props cp{};
+  cp.sType = kSTypeCoop2Props;
+  VkPhysicalDeviceProperties2 p2{};
+  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  p2.pNext = &cp;
+  ctx->it.vkGetPhysicalDeviceProperties2(p, &p2);
+  auto get = reinterpret_cast<GetCoopFlexProps>(
+      ctx->g.vkGetInstanceProcAddr(ctx->instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+  if (get == nullptr) return;
+  uint32_t n = 0;
+  if (get(p, &n, nullptr) != VK_SUCCESS || n == 0) return;
+  std::vector<CoopFlexProps> v(n);
+  for (auto& e : v) {
+    e = CoopFlexProps{};
+    e.sType = kSTypeCoopFlexProps;
+  }
+  const VkResult r = get(p, &n, v.data());
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return;
+  v.resize(n);
+  for (const auto& e : v) {
+    ctx->host.log(HTR_LOG_INFO, "%s: flexible cooperative shape %ux%ux%u A%u B%u C%u R%u scope %u invocations %u",
+                  d->props.deviceName, e.MGranularity, e.NGranularity, e.KGranularity, e.AType, e.BType, e.CType,
+                  e.ResultType, e.scope, e.workgroupInvocations);
+    if (e.scope != kScopeWorkgroup || e.AType != kComponentF16 || e.BType != kComponentF16 ||
+        e.CType != kComponentF32 || e.ResultType != kComponentF32 || e.saturatingAccumulation ||
+        e.MGranularity == 0 || e.NGranularity == 0 || e.KGranularity == 0 || e.workgroupInvocations == 0)
+      continue;
+    d->coopmat2_f16.push_back({e.MGranularity, e.NGranularity, e.KGranularity, e.workgroupInvocations});
+  }
+  if (d->coopmat2_f16.empty()) return;
+  d->coopmat2 = true;
+  d->coopmat2_max_workgroup = cp.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+  d->coopmat2_max_dim = cp.cooperativeMatrixFlexibleDimensionsMaxDimension;
+  d->coopmat2_reserved_shared = cp.cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+}
+
 }  // namespace
 
 void discover_devices(htr_plugin_ctx_t* ctx) {
@@ -228,6 +303,7 @@ void discover_devices(htr_plugin_ctx_t* ctx) {
         (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0)
       query_coopmat_nv(ctx, p, &d);
     if (d.coopmat && d.coopmat_nv && d.storage16) query_coopmat_khr(ctx, p, &d);
+    if (d.coopmat_khr_f16 && has_ext(exts, "VK_NV_cooperative_matrix2")) query_coopmat2(ctx, p, &d);
     d.memory_budget = has_ext(exts, "VK_EXT_memory_budget");
     d.exec_props = has_ext(exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     uint32_t qn = 0;
@@ -318,11 +394,12 @@ htr_status_t device_get_properties(htr_plugin_ctx_t* ctx, uint32_t index,
   if (kernels_supported(d)) p.capabilities |= HTR_CAP_KERNEL_IR | HTR_CAP_LIBRARY_OPS;
   if (d.timestamps) p.capabilities |= HTR_CAP_TIMERS;
   p.max_alloc_bytes = d.max_alloc != 0 ? d.max_alloc : d.device_heap_size;
-  char coop_nv[96] = "";
+  char coop_nv[128] = "";
   if (d.coopmat_nv)
-    std::snprintf(coop_nv, sizeof coop_nv, " (NV %ux%ux%u f16->f32: used%s)", d.coopmat_nv_m, d.coopmat_nv_n,
+    std::snprintf(coop_nv, sizeof coop_nv, " (NV %ux%ux%u f16->f32: used%s%s)", d.coopmat_nv_m, d.coopmat_nv_n,
                   d.coopmat_nv_k,
-                  d.coopmat_khr_bf16 ? "; KHR 16x16x16 f16/bf16->f32" : d.coopmat_khr_f16 ? "; KHR 16x16x16 f16->f32" : "");
+                  d.coopmat_khr_bf16 ? "; KHR 16x16x16 f16/bf16->f32" : d.coopmat_khr_f16 ? "; KHR 16x16x16 f16->f32" : "",
+                  d.coopmat2 ? "; NV2 workgroup scope" : "");
   std::snprintf(p.description, sizeof p.description,
                 "Vulkan %s; subgroup %u; fp16 %s, 16-bit storage %s, bf16 %s, cooperative "
                 "matrix %s%s; heap %.1f GiB%s",
@@ -394,6 +471,15 @@ htr_status_t device_open(htr_plugin_ctx_t* ctx, uint32_t index, htr_plugin_devic
       bf.pNext = ck.pNext;
       ck.pNext = &bf;
       exts.push_back("VK_KHR_shader_bfloat16");
+    }
+    Coop2Features c2{};
+    c2.sType = kSTypeCoop2Features;
+    c2.cooperativeMatrixWorkgroupScope = VK_TRUE;
+    c2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+    if (d.coopmat2) {
+      c2.pNext = ck.pNext;
+      ck.pNext = &c2;
+      exts.push_back("VK_NV_cooperative_matrix2");
     }
     // HTR_VK_PIPELINE_STATS=1 (diagnostics): the driver's per-pipeline statistics (registers,
     // spills, ...) are logged at INFO when a kernel's pipeline is created (vk_kernel.cc).

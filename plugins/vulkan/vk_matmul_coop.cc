@@ -16,9 +16,55 @@
 
 namespace htr_vk {
 
+namespace {
+
+// HTR_VK_COOPMM2 (f16 on VK_NV_cooperative_matrix2's workgroup-scope matrices): *c from
+// "BMxBNxBKxW[xUNROLL][,col][,group=N][,stage|,stage1]" where the device lists a flexible f16 shape for W
+// invocations whose granularities divide the tile (and the tile and W are within its limits).
+// Returns false (keep the subgroup kernel) when unset, "0", malformed or not supported.
+bool wg_config(const PhysInfo& info, bool trans_a, bool trans_b, htr_sdk::ir::CoopMmConfig* c) {
+  const char* e = std::getenv("HTR_VK_COOPMM2");
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "0") == 0 || !info.coopmat2) return false;
+  unsigned bm = 0, bn = 0, bk = 0, w = 0, un = 1;
+  const int n = std::sscanf(e, "%ux%ux%ux%ux%u", &bm, &bn, &bk, &w, &un);
+  if (n < 4) return false;
+  htr_sdk::ir::CoopMmConfig t;
+  t.wg = true;
+  t.khr = true;
+  t.bm = bm;
+  t.bn = bn;
+  t.bk = bk;
+  t.workgroup = w;
+  t.depth = n >= 5 ? un : 1;
+  const char* comma = std::strchr(e, ',');
+  const std::string opts = comma != nullptr ? comma + 1 : "";
+  t.col_order = opts.find("col") != std::string::npos;
+  const size_t g = opts.find("group=");
+  if (g != std::string::npos) t.group_m = static_cast<uint32_t>(std::strtoul(opts.c_str() + g + 6, nullptr, 10));
+  // `stage` / `stage1`: staged through the kernel's own two- / one-stage pipeline (UNROLL is then
+  // its prefetch depth), else loaded from global memory by the driver.
+  t.wg_staged = opts.find("stage") != std::string::npos;
+  if (opts.find("stage1") != std::string::npos) t.stages = 1;
+  t.trans_a = trans_a;
+  t.trans_b = trans_b;
+  const uint32_t lim = info.coopmat2_max_dim;
+  if (w == 0 || (info.coopmat2_max_workgroup != 0 && w > info.coopmat2_max_workgroup) ||
+      (lim != 0 && (bm > lim || bn > lim || bk > lim)))
+    return false;
+  bool listed = false;
+  for (const PhysInfo::FlexShape& f : info.coopmat2_f16)
+    listed = listed || (f.invocations == w && bm % f.mg == 0 && bn % f.ng == 0 && bk % f.kg == 0);
+  if (!listed || htr_sdk::ir::render_coopmm(t, info.props.limits.maxComputeSharedMemorySize).source.empty()) return false;
+  *c = t;
+  return true;
+}
+
+}  // namespace
+
 bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a, bool trans_b,
                    htr_sdk::ir::CoopMmConfig* c) {
   const PhysInfo& info = *d->info;
+  if (dtype == HTR_DTYPE_F16 && wg_config(info, trans_a, trans_b, c)) return true;
   if (dtype == HTR_DTYPE_BF16) {
     // bf16: KHR cooperative matrices through the SPIR-V rewrite, opt-in (HTR_VK_COOPMM_BF16=1):
     // on the H200 it differs from the DSL kernel by NMSE 1.65e-5 at 4096 (plain and transposed;
@@ -100,7 +146,8 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
   const std::string key = "coopmm/" + std::to_string(c.bm) + "x" + std::to_string(c.bn) + "x" + std::to_string(c.bk) +
                           "x" + std::to_string(c.workgroup) + "x" + std::to_string(c.stages) + (c.trans_a ? "/ta" : "") +
                           (c.trans_b ? "/tb" : "") + "/d" + std::to_string(c.depth) +
-                          (c.lean ? "/lean" : "") + (c.col_order ? "/col" : "") + "/g" + std::to_string(c.group_m) + (bf16 ? "/bf16" : "") + (c.khr ? "/khr" : "");
+                          (c.lean ? "/lean" : "") + (c.col_order ? "/col" : "") + "/g" + std::to_string(c.group_m) + (bf16 ? "/bf16" : "") + (c.khr ? "/khr" : "") +
+                          (c.wg ? "/wg" : "") + (c.wg_staged ? "/staged" : "");
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {
@@ -130,7 +177,7 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
   sh.workgroup_size = c.workgroup;
   sh.shared_bytes = cs.shared_bytes;
   htr_plugin_kernel_t* kern = nullptr;
-  HTR_SDK_RETURN_IF_ERROR(compile_glsl(d, bf16 ? "matmul_coopmm_bf16" : "matmul_coopmm", sh, k.args,
+  HTR_SDK_RETURN_IF_ERROR(compile_glsl(d, bf16 ? "matmul_coopmm_bf16" : c.wg ? "matmul_coopmm_wg" : "matmul_coopmm", sh, k.args,
                                        std::vector<htr_sdk::ir::Specialization>(k.args.size()), t0, &kern, nullptr,
                                        bf16 ? KhrRewrite::bf16 : c.khr ? KhrRewrite::f16 : KhrRewrite::none));
   d->op_kernels[key] = kern;

@@ -17,6 +17,10 @@
  * device lists a KHR f16 16x16x16 shape) or on NV cooperative matrices. Defaults (H200, session
  * 8): f16 128x128x32 over 128, two stages, depth 1, lean, KHR (NV-only devices: 128x256x32 over
  * 512, one stage); bf16 128x128x32 over 128, two stages, depth 1 (opt-in: HTR_VK_COOPMM_BF16=1).
+ * HTR_VK_COOPMM2=BMxBNxBKxW[xUNROLL][,col][,group=N][,stage|stage1] (f16, devices with VK_NV_cooperative_matrix2's
+ * workgroup scope and flexible dimensions): the workgroup-scope kernel of htr_sdk_ir_glsl_coopmm.h
+ * instead, where the device lists a flexible shape for W invocations that divides the tile
+ * (`stage`: tiles staged through the kernel's own two-stage pipeline, UNROLL its prefetch depth).
  * Kernels are compiled once per tile and cached in the device's op_kernels (released with them).
  */
 #ifndef HTR_VK_MATMUL_COOP_H_

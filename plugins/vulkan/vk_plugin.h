@@ -65,6 +65,21 @@ struct PhysInfo {
   // bf16 fast path (f16 kernel's SPIR-V rewritten, vk_spirv_bf16.h).
   bool coopmat_khr_bf16 = false;
   bool coopmat_khr_f16 = false;   // VK_KHR_cooperative_matrix with a 16x16x16 f16 x f16 + f32 shape
+  // VK_NV_cooperative_matrix2 with the features cooperativeMatrixWorkgroupScope and
+  // cooperativeMatrixFlexibleDimensions (queried where coopmat_khr_f16 holds): workgroup-scope
+  // matrices of any multiple of a listed granularity, the driver staging their loads through
+  // shared memory (the `wg` library matmul, htr_sdk_ir_glsl_coopmm.h). coopmat2_f16: the
+  // workgroup-scope f16 x f16 + f32 -> f32 entries of
+  // vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV.
+  struct FlexShape {
+    uint32_t mg, ng, kg;       // granularities of M, N, K
+    uint32_t invocations;      // the workgroup size the entry is for
+  };
+  bool coopmat2 = false;
+  uint32_t coopmat2_max_workgroup = 0;   // cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
+  uint32_t coopmat2_max_dim = 0;         // cooperativeMatrixFlexibleDimensionsMaxDimension
+  uint32_t coopmat2_reserved_shared = 0; // cooperativeMatrixWorkgroupScopeReservedSharedMemory
+  std::vector<FlexShape> coopmat2_f16;
   bool memory_budget = false;     // VK_EXT_memory_budget
   bool exec_props = false;        // VK_KHR_pipeline_executable_properties (HTR_VK_PIPELINE_STATS)
   uint32_t device_local_type = UINT32_MAX;  // memory type for buffers

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <utility>
 
 namespace htr_vk {
 
@@ -57,6 +58,8 @@ enum : uint32_t {
   kUseA = 0,
   kUseB = 1,
   kUseAcc = 2,
+  kScopeWorkgroup = 2,
+  kScopeSubgroup = 3,
 };
 
 struct Ins {
@@ -119,9 +122,12 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
     ins.push_back({at, op, n});
     at += n;
   }
-  uint32_t f16 = 0, f32 = 0, u32 = 0, t16 = 0, t32 = 0;
+  uint32_t f16 = 0, f32 = 0, u32 = 0;
+  std::set<uint32_t> t16s, t32s;  // the f16 / f32 cooperative types (one per shape and scope)
+  std::set<uint32_t> scopes;      // their scope operands (constant ids)
   bool cap_nv = false, ext_nv = false;
   std::map<uint32_t, uint32_t> uconst;  // value -> id (uint constants)
+  std::map<uint32_t, uint32_t> uval;    // id -> value (uint constants)
   std::map<uint32_t, uint32_t> bools;   // id -> 0/1
   for (const Ins& i : ins) {
     const uint32_t* w = &in[i.at];
@@ -133,19 +139,21 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
     }
     if (i.op == kOpTypeFloat && w[2] == 32 && i.n == 3) f32 = w[1];
     if (i.op == kOpTypeInt && i.n == 4 && w[2] == 32 && w[3] == 0) u32 = w[1];
-    if (i.op == kOpConstant && i.n == 4 && u32 != 0 && w[1] == u32 && !uconst.count(w[3])) uconst[w[3]] = w[2];
+    if (i.op == kOpConstant && i.n == 4 && u32 != 0 && w[1] == u32) {
+      if (!uconst.count(w[3])) uconst[w[3]] = w[2];
+      uval[w[2]] = w[3];
+    }
     if (i.op == kOpConstantTrue || i.op == kOpConstantFalse) bools[w[2]] = i.op == kOpConstantTrue ? 1 : 0;
     if (i.op == kOpTypeCoopNV) {
       if (i.n != 6) return "malformed OpTypeCooperativeMatrixNV";
       if (f16 != 0 && w[2] == f16) {
-        if (t16 != 0) return "more than one f16 cooperative type";
-        t16 = w[1];
+        t16s.insert(w[1]);
       } else if (f32 != 0 && w[2] == f32) {
-        if (t32 != 0) return "more than one f32 cooperative type";
-        t32 = w[1];
+        t32s.insert(w[1]);
       } else {
         return "a cooperative type other than f16 / f32";
       }
+      scopes.insert(w[3]);
     }
     if (i.op == kOpCoopMulAddNV) {
       if (i.n != 6) return "malformed OpCooperativeMatrixMulAddNV";
@@ -153,11 +161,20 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
     if (i.op == kOpCoopLengthNV) return "OpCooperativeMatrixLengthNV is not rewritten";
   }
   if (!cap_nv || !ext_nv) return "no NV cooperative matrix capability / extension";
-  if (t16 == 0 || t32 == 0 || u32 == 0) return "no f16 and f32 cooperative types (or no 32-bit uint type)";
+  if (t16s.empty() || t32s.empty() || u32 == 0) return "no f16 and f32 cooperative types (or no 32-bit uint type)";
+  // Workgroup-scope matrices (VK_NV_cooperative_matrix2) get that extension declared; any scope
+  // other than Subgroup / Workgroup, or one that is not a plain constant, is refused.
+  bool workgroup_scope = false;
+  for (uint32_t sc : scopes) {
+    const auto it = uval.find(sc);
+    if (it == uval.end() || (it->second != kScopeSubgroup && it->second != kScopeWorkgroup))
+      return "a cooperative type whose scope is not the constant Subgroup or Workgroup";
+    if (it->second == kScopeWorkgroup) workgroup_scope = true;
+  }
   // Values of the f16 cooperative type, the Function variables holding them (spirv-opt keeps
   // cooperative fragments in variables) and their use, as classes of a union-find: a store or a
   // load joins a variable and a value; a class must end with exactly one use.
-  std::set<uint32_t> ptr16;  // OpTypePointer Function t16
+  std::map<uint32_t, uint32_t> ptr16;  // OpTypePointer Function t16 -> t16
   std::set<uint32_t> dead;   // unused arrays of t16 (and pointers to them): dropped
   std::map<uint32_t, uint32_t> parent, mark;  // union-find over value / variable ids; mark: use + 1
   std::map<uint32_t, int> refs;               // id -> number of references (id words, any instruction)
@@ -166,11 +183,11 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
       if (is_id_word(i.op, p)) ++refs[in[i.at + p]];
   for (const Ins& i : ins) {
     const uint32_t* w = &in[i.at];
-    if (i.op == kOpTypePointer && i.n == 4 && w[3] == t16) {
+    if (i.op == kOpTypePointer && i.n == 4 && t16s.count(w[3])) {
       if (w[2] != kStorageFunction) return "a pointer to f16 fragments outside Function storage";
-      ptr16.insert(w[1]);
+      ptr16[w[1]] = w[3];
     }
-    if (i.op == kOpTypeArray && i.n == 4 && w[2] == t16) dead.insert(w[1]);
+    if (i.op == kOpTypeArray && i.n == 4 && t16s.count(w[2])) dead.insert(w[1]);
   }
   for (const Ins& i : ins) {  // pointers to dead arrays are dead when nothing uses them
     const uint32_t* w = &in[i.at];
@@ -196,27 +213,30 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
   auto unite = [&](uint32_t a, uint32_t b) { parent[find(a)] = find(b); };
   auto use = [&](uint32_t x, uint32_t u) { mark[x] |= 1u << u; };
   std::set<uint32_t> var16, val16;
+  std::map<uint32_t, uint32_t> nvtype;  // f16 fragment value / variable -> its f16 cooperative type
   for (const Ins& i : ins) {
     const uint32_t* w = &in[i.at];
     if (i.op == kOpVariable && ptr16.count(w[1])) {
       if (i.n != 4) return "an f16 fragment variable with an initializer";
       var16.insert(w[2]);
+      nvtype[w[2]] = ptr16.at(w[1]);
       find(w[2]);
     } else if ((i.op == kOpCoopLoadNV || i.op == kOpLoad || i.op == kOpFConvert || i.op == kOpCopyObject ||
-                i.op == kOpPhi) && i.n >= 3 && w[1] == t16) {
+                i.op == kOpPhi) && i.n >= 3 && t16s.count(w[1])) {
       val16.insert(w[2]);
+      nvtype[w[2]] = w[1];
       find(w[2]);
     }
   }
   auto is16 = [&](uint32_t x) { return var16.count(x) != 0 || val16.count(x) != 0; };
   for (const Ins& i : ins) {
     const uint32_t* w = &in[i.at];
-    if (i.op == kOpLoad && w[1] == t16) unite(w[2], w[3]);
+    if (i.op == kOpLoad && t16s.count(w[1])) unite(w[2], w[3]);
     if (i.op == kOpStore && var16.count(w[1])) unite(w[1], w[2]);
-    if (i.op == kOpCopyObject && w[1] == t16) unite(w[2], w[3]);
-    if (i.op == kOpPhi && w[1] == t16)
+    if (i.op == kOpCopyObject && t16s.count(w[1])) unite(w[2], w[3]);
+    if (i.op == kOpPhi && t16s.count(w[1]))
       for (uint32_t p = 3; p < i.n; p += 2) unite(w[2], w[p]);
-    if (i.op == kOpFConvert && w[1] == t16) use(w[2], kUseAcc);
+    if (i.op == kOpFConvert && t16s.count(w[1])) use(w[2], kUseAcc);
     if (i.op == kOpCoopMulAddNV) {
       if (is16(w[3])) use(w[3], kUseA);
       if (is16(w[4])) use(w[4], kUseB);
@@ -246,9 +266,9 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
     for (uint32_t p = 1; p < i.n; ++p) {
       if (!is_id_word(i.op, p)) continue;
       const uint32_t v = w[p];
-      if (v == f16 && !(i.op == kOpTypeFloat && p == 1) && !(i.op == kOpTypeCoopNV && w[1] == t16 && p == 2))
-        return "the 16-bit float type is used outside the f16 cooperative type";
-      if (v == t16 && !(i.op == kOpTypeCoopNV && p == 1) && !(i.op == kOpTypePointer && p == 3) &&
+      if (v == f16 && !(i.op == kOpTypeFloat && p == 1) && !(i.op == kOpTypeCoopNV && t16s.count(w[1]) && p == 2))
+        return "the 16-bit float type is used outside the f16 cooperative types";
+      if (t16s.count(v) && !(i.op == kOpTypeCoopNV && p == 1) && !(i.op == kOpTypePointer && p == 3) &&
           !((i.op == kOpCoopLoadNV || i.op == kOpFConvert || i.op == kOpLoad || i.op == kOpCopyObject ||
              i.op == kOpPhi) && p == 1))
         return "the f16 cooperative type is used by an instruction the rewrite does not handle (opcode " +
@@ -261,21 +281,34 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
       const bool def = defines && p == 2 && v == w[2];
       const bool ok = def || (i.op == kOpCoopMulAddNV && (p == 3 || p == 4)) || (i.op == kOpCoopStoreNV && p == 2) ||
                       (i.op == kOpStore && (p == 1 || p == 2) && var16.count(w[1])) ||
-                      (i.op == kOpLoad && p == 3 && w[1] == t16) || (i.op == kOpCopyObject && p == 3 && w[1] == t16) ||
-                      (i.op == kOpPhi && p >= 3 && p % 2 == 1 && w[1] == t16);
+                      (i.op == kOpLoad && p == 3 && t16s.count(w[1])) ||
+                      (i.op == kOpCopyObject && p == 3 && t16s.count(w[1])) ||
+                      (i.op == kOpPhi && p >= 3 && p % 2 == 1 && t16s.count(w[1]));
       if (!ok) return "an f16 fragment is used by opcode " + std::to_string(i.op) + " (not handled)";
     }
   }
   uint32_t bound = in[3];
-  const uint32_t tb = bound++, tc = bound++;
-  std::map<uint32_t, uint32_t> ptb, ptc;  // pointer type (A: the original id) -> B / C pointer type
-  for (uint32_t p : ptr16) {
-    ptb[p] = bound++;
-    ptc[p] = bound++;
+  std::map<uint32_t, uint32_t> tb, tc;  // f16 cooperative type (the MatrixA type keeps its id) -> MatrixB / Accumulator
+  for (uint32_t t : t16s) {
+    tb[t] = bound++;
+    tc[t] = bound++;
   }
+  std::map<uint32_t, uint32_t> ptb, ptc;  // pointer type (A: the original id) -> B / C pointer type
+  for (const auto& p : ptr16) {
+    ptb[p.first] = bound++;
+    ptc[p.first] = bound++;
+  }
+  // Only the (f16 type, use) pairs that values or variables have are declared (a KHR type the
+  // module never uses could still be one the device does not support), and only the pointer
+  // types its variables need.
+  std::set<std::pair<uint32_t, uint32_t>> used;  // (f16 type, use)
+  std::set<std::pair<uint32_t, uint32_t>> used_ptr;  // (pointer type, use)
+  for (const auto& kv : kind) used.insert({nvtype.at(kv.first), kv.second});
+  for (const Ins& i : ins)
+    if (i.op == kOpVariable && ptr16.count(in[i.at + 1])) used_ptr.insert({in[i.at + 1], kind.at(in[i.at + 2])});
   auto type_of = [&](uint32_t value) {
-    const uint32_t k = kind.at(value);
-    return k == kUseA ? t16 : k == kUseB ? tb : tc;
+    const uint32_t k = kind.at(value), t = nvtype.at(value);
+    return k == kUseA ? t : k == kUseB ? tb.at(t) : tc.at(t);
   };
   std::vector<std::pair<uint32_t, uint32_t>> new_consts;  // (id, value)
   auto cid = [&](uint32_t v) {
@@ -310,6 +343,7 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
     if (i.op == kOpExtension && str_of(in, i.at + 1, i.n - 1) == "SPV_NV_cooperative_matrix") {
       put_ext(&o, "SPV_KHR_cooperative_matrix");
       if (bf16) put_ext(&o, "SPV_KHR_bfloat16");
+      if (workgroup_scope) put_ext(&o, "SPV_NV_cooperative_matrix2");
       continue;
     }
     if (bf16 && i.op == kOpTypeFloat && w[1] == f16) {
@@ -322,19 +356,19 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
         consts_out = true;
       }
       const uint32_t head = 7u << 16 | kOpTypeCoopKHR;
-      if (w[1] == t16) {
-        o.insert(o.end(), {head, t16, w[2], w[3], w[4], w[5], c0});
-        o.insert(o.end(), {head, tb, w[2], w[3], w[4], w[5], c1});
-        o.insert(o.end(), {head, tc, w[2], w[3], w[4], w[5], c2});
+      if (t16s.count(w[1])) {
+        if (used.count({w[1], kUseA})) o.insert(o.end(), {head, w[1], w[2], w[3], w[4], w[5], c0});
+        if (used.count({w[1], kUseB})) o.insert(o.end(), {head, tb.at(w[1]), w[2], w[3], w[4], w[5], c1});
+        if (used.count({w[1], kUseAcc})) o.insert(o.end(), {head, tc.at(w[1]), w[2], w[3], w[4], w[5], c2});
       } else {
-        o.insert(o.end(), {head, t32, w[2], w[3], w[4], w[5], c2});
+        o.insert(o.end(), {head, w[1], w[2], w[3], w[4], w[5], c2});
       }
       continue;
     }
     if (i.op == kOpCoopLoadNV) {
       if (i.n < 6) return "malformed OpCooperativeMatrixLoadNV";
       uint32_t rt = w[1], lay = 0;
-      if (rt == t16) rt = type_of(w[2]);
+      if (t16s.count(rt)) rt = type_of(w[2]);
       if (!layout(w[5], &lay)) return "OpCooperativeMatrixLoadNV with a non-constant column-major operand";
       o.push_back(i.n << 16 | kOpCoopLoadKHR);
       o.insert(o.end(), {rt, w[2], w[3], lay, w[4]});
@@ -354,16 +388,17 @@ std::string spirv_nv_f16_to_khr(const std::vector<uint32_t>& in, bool bf16, std:
       o.insert(o.end(), {6u << 16 | kOpCoopMulAddKHR, w[1], w[2], w[3], w[4], w[5]});
       continue;
     }
-    if ((i.op == kOpFConvert || i.op == kOpLoad || i.op == kOpCopyObject || i.op == kOpPhi) && w[1] == t16) {
+    if ((i.op == kOpFConvert || i.op == kOpLoad || i.op == kOpCopyObject || i.op == kOpPhi) && t16s.count(w[1])) {
       o.insert(o.end(), w, w + i.n);
       o[o.size() - i.n + 1] = type_of(w[2]);
       continue;
     }
     if ((i.op == kOpTypeArray || i.op == kOpTypePointer) && dead.count(w[1])) continue;
     if (i.op == kOpTypePointer && ptr16.count(w[1])) {
-      o.insert(o.end(), {w[0], w[1], w[2], t16});
-      o.insert(o.end(), {w[0], ptb[w[1]], w[2], tb});
-      o.insert(o.end(), {w[0], ptc[w[1]], w[2], tc});
+      const uint32_t t = ptr16.at(w[1]);
+      if (used_ptr.count({w[1], kUseA})) o.insert(o.end(), {w[0], w[1], w[2], t});
+      if (used_ptr.count({w[1], kUseB})) o.insert(o.end(), {w[0], ptb[w[1]], w[2], tb.at(t)});
+      if (used_ptr.count({w[1], kUseAcc})) o.insert(o.end(), {w[0], ptc[w[1]], w[2], tc.at(t)});
       continue;
     }
     if (i.op == kOpVariable && ptr16.count(w[1])) {

@@ -8,12 +8,16 @@
  *   - OpTypeFloat 16 gets the BFloat16KHR encoding operand (every 16-bit float
  *     of the module becomes bf16: the module may use it only as the
  *     component of its one f16 cooperative type);
- *   - the f16 OpTypeCooperativeMatrixNV becomes three KHR types, one per use
- *     (MatrixA for values fed to OpCooperativeMatrixMulAddNV as A, MatrixB for
- *     B, Accumulator for the OpFConvert of an accumulator that is stored), the
- *     f32 one the Accumulator type; every value of the f16 type must be an
+ *   - each f16 OpTypeCooperativeMatrixNV (one per shape and scope) becomes
+ *     three KHR types, one per use (MatrixA for values fed to
+ *     OpCooperativeMatrixMulAddNV as A, MatrixB for B, Accumulator for the
+ *     OpFConvert of an accumulator that is stored), each f32 one an
+ *     Accumulator type; every value of an f16 type must be an
  *     OpCooperativeMatrixLoadNV used only as A or only as B of MulAdds, or an
  *     OpFConvert used only by OpCooperativeMatrixStoreNV;
+ *   - scopes stay as they are: Subgroup, or Workgroup (VK_NV_cooperative_matrix2's
+ *     workgroup-scope matrices, for which SPV_NV_cooperative_matrix2 is declared);
+ *     any other scope is refused;
  *   - OpCooperativeMatrixLoadNV / StoreNV / MulAddNV become the KHR opcodes
  *     (the column-major bool becomes the MemoryLayout constant, placed before
  *     the stride);

@@ -269,6 +269,73 @@ void bf16_rewrite_checks() {
         "bf16 rewrite refuses a non-module");
 }
 
+// The workgroup-scope kernel (CoopMmConfig::wg, for VK_NV_cooperative_matrix2): renders one
+// matrix per operand loaded from global memory, compiles and validates as NV SPIR-V, and the KHR
+// rewrite keeps the Workgroup scope, declares SPV_NV_cooperative_matrix2 and only the (type, use)
+// pairs the module uses: A as MatrixA, B as MatrixB, the stored f16 tile and the f32 sum as
+// accumulators.
+void wg_checks() {
+  for (bool ta : {false, true})
+    for (uint32_t unroll : {1u, 2u}) {
+      htr_sdk::ir::CoopMmConfig c;
+      c.wg = true;
+      c.khr = true;
+      c.bm = 128;
+      c.bn = 256;
+      c.bk = 32;
+      c.workgroup = 256;
+      c.trans_a = ta;
+      c.trans_b = ta;
+      c.depth = unroll;
+      const std::string name = std::string("coopmm workgroup scope 128x256x32/256") + (ta ? " A^T B^T" : "") +
+                               " unroll " + std::to_string(unroll);
+      const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(c, 0);
+      check(!sh.source.empty() && sh.shared_bytes == 0 && sh.push_bytes == 120 &&
+                sh.source.find("fcoopmatNV<16, gl_ScopeWorkgroup, 128, 32>") != std::string::npos &&
+                sh.source.find("fcoopmatNV<32, gl_ScopeWorkgroup, 128, 256>") != std::string::npos &&
+                sh.source.find(ta ? "ldb, true);" : "ldb, false);") != std::string::npos &&
+                (unroll == 1) == (sh.source.find("b1; coopMatLoadNV") == std::string::npos),
+            name + ": renders (no workgroup memory of its own)");
+      std::vector<uint32_t> nv, khr;
+      const std::string err = compile(sh.source, "coopmm_wg", &nv);
+      check(err.empty(), name + ": shaderc + SPIR-V validation " + err);
+      if (!err.empty()) continue;
+      const std::string why = htr_vk::spirv_nv_f16_to_khr(nv, false, &khr);
+      check(why.empty(), name + ": KHR rewrite " + why);
+      if (!why.empty()) continue;
+      auto a = opcodes(nv), b = opcodes(khr);
+      // NV: f16 128x32, 32x256, 128x256 and f32 128x256 = 4 types; KHR: the same 4, one use each.
+      bool scope_wg = true;
+      std::map<uint32_t, uint32_t> uc;
+      for (size_t at = 5; at + 3 < khr.size(); at += khr[at] >> 16)
+        if ((khr[at] & 0xffff) == 43 && (khr[at] >> 16) == 4) uc[khr[at + 2]] = khr[at + 3];
+      for (size_t at = 5; at + 6 < khr.size(); at += khr[at] >> 16)
+        if ((khr[at] & 0xffff) == 4456) scope_wg = scope_wg && uc.count(khr[at + 3]) && uc[khr[at + 3]] == 2;
+      const std::string text(reinterpret_cast<const char*>(khr.data()), khr.size() * 4);
+      check(a[5358] == 4 && b[4456] == 4 && b[5358] == 0 && b[4459] == a[5361] && a[5361] == static_cast<int>(unroll == 1 ? 1 : unroll + 1) &&
+                scope_wg && text.find("SPV_NV_cooperative_matrix2") != std::string::npos,
+            name + ": KHR types at Workgroup scope, one per use, SPV_NV_cooperative_matrix2 declared");
+    }
+  {
+    // staged: the kernel's own two-stage pipeline, one workgroup-scope load of each staged tile
+    htr_sdk::ir::CoopMmConfig c;
+    c.wg = c.wg_staged = c.khr = true;
+    c.workgroup = 256;
+    c.depth = 2;
+    const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(c, 49152);
+    std::vector<uint32_t> nv, khr;
+    const std::string err = sh.source.empty() ? "no source" : compile(sh.source, "coopmm_wgs", &nv);
+    const std::string why = err.empty() ? htr_vk::spirv_nv_f16_to_khr(nv, false, &khr) : err;
+    check(why.empty() && sh.shared_bytes > 0 && sh.source.find("fcoopmatNV<16, gl_ScopeWorkgroup, 128, 32>") != std::string::npos &&
+              sh.source.find("coopMatLoadNV(fb[j], smB") != std::string::npos && sh.source.find("gl_SubgroupID") == std::string::npos,
+          "coopmm workgroup scope staged 128x128x32/256 depth 2: renders from workgroup memory, compiles, rewrites " + why);
+  }
+  htr_sdk::ir::CoopMmConfig bad;
+  bad.wg = true;
+  bad.bm = 100;
+  check(htr_sdk::ir::render_coopmm(bad, 0).source.empty(), "coopmm workgroup scope: refuses a tile of partial groups");
+}
+
 void coopmm_fit_checks() {
   htr_sdk::ir::CoopMmConfig c;  // 128x128x32
   check(htr_sdk::ir::coopmm_fits(c, 4096, 4096, 4096, 4096, 1, 4096, 1, 4096, 1, 0, 1 << 20, 2 << 20),
@@ -361,6 +428,7 @@ int main() {
   expect_coopmm(100, 128, 32, 256, 2, false);  // does not divide
   coopmm_fit_checks();
   bf16_rewrite_checks();
+  wg_checks();
   expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true);   // the H200 default (vk_ops.cc)
   expect(128, 128, 32, HTR_DTYPE_F16, 256, true, true);
   expect(64, 64, 32, HTR_DTYPE_F16, 128, true, true);
