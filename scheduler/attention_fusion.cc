@@ -875,16 +875,17 @@ Status FromLang(const kernels::Status& s, const char* kernel) {
 uint32_t Tiles(int64_t n, uint32_t tile) { return static_cast<uint32_t>((n + tile - 1) / tile); }
 
 // The kernels take element offsets only where a view has one (else today's signature).
-kernels::AttentionConfig ConfigOf(const Match& m) {
+kernels::AttentionConfig ConfigOf(const Match& m, uint32_t tile) {
   kernels::AttentionConfig cfg = AttentionConfigFor(m.D, m.dtype);
+  if (tile != 0) cfg.bm = cfg.bn = tile;
   for (const KView& k : m.view) cfg.offsets = cfg.offsets || k.off != 0;
   return cfg;
 }
 
 FusedArg Base(const Match& m, Role r) { return Val(m.view[r].base); }
 
-Status BuildForward(const Match& m, FusedGroup* g) {
-  const kernels::AttentionConfig cfg = ConfigOf(m);
+Status BuildForward(const Match& m, uint32_t tile, FusedGroup* g) {
+  const kernels::AttentionConfig cfg = ConfigOf(m, tile);
   FusedLaunch l;
   HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildAttentionForward(cfg, &l.ir), "attention_forward"));
   l.grid[0] = Tiles(m.T, cfg.bm);
@@ -895,8 +896,8 @@ Status BuildForward(const Match& m, FusedGroup* g) {
   return Status::Ok();
 }
 
-Status BuildBackward(const Match& m, FusedGroup* g) {
-  const kernels::AttentionConfig cfg = ConfigOf(m);
+Status BuildBackward(const Match& m, uint32_t tile, FusedGroup* g) {
+  const kernels::AttentionConfig cfg = ConfigOf(m, tile);
   const uint32_t BH = static_cast<uint32_t>(m.B * m.H);
   g->scratch_bytes = {static_cast<uint64_t>(m.B * m.H * m.T) * sizeof(float)};  // delta
   if (Lowp(m.dtype)) {
@@ -1022,18 +1023,34 @@ Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats
     const ops::ValueInfo p_info = p->values[m.p].info;
     ops::Shape lse_shape(qs.begin(), qs.end() - 1);
     p->values[m.p].info = ops::ValueInfo{HTR_DTYPE_F32, lse_shape};
+    // Tiles: AttentionConfigFor's first, then smaller square ones where the device refuses a
+    // kernel (a Vulkan GPU lowers 64x64 tiles beyond its workgroup memory to private arrays it
+    // refuses; 32 or 16 may fit). Forward and backward choose on their own (L and delta are
+    // per row, so any pair of tilings composes); the first accepted tile of each is kept.
+    auto offer = [&](const char* name, Status (*build)(const Match&, uint32_t, FusedGroup*),
+                     Step (*member)(const Match&), FusedGroup* g) {
+      std::string whys;
+      for (uint32_t tile : {0u, 32u, 16u}) {
+        FusedGroup cand;
+        cand.name = name;
+        cand.members.push_back(member(m));
+        std::string why;
+        Status st = build(m, tile, &cand);
+        if (st.ok() && OfferGroup(*p, accept, &cand, &why)) {
+          *g = std::move(cand);
+          return Status::Ok();
+        }
+        const std::string r = st.ok() ? why : st.message;
+        whys += (whys.empty() ? "" : "; ") + std::string(tile == 0 ? "default tiles" : tile == 32 ? "32x32" : "16x16") +
+                ": " + r;
+      }
+      return ops::Error(HTR_STATUS_UNIMPLEMENTED, whys);
+    };
     FusedGroup fwd;
-    fwd.name = "attention";
-    fwd.members.push_back(ForwardMember(m));
-    std::string why;
-    Status st = BuildForward(m, &fwd);
-    if (st.ok() && !OfferGroup(*p, accept, &fwd, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+    Status st = offer("attention", BuildForward, ForwardMember, &fwd);
     FusedGroup bwd;
     if (st.ok() && m.backward) {
-      bwd.name = "attention_grad";
-      bwd.members.push_back(BackwardMember(m));
-      st = BuildBackward(m, &bwd);
-      if (st.ok() && !OfferGroup(*p, accept, &bwd, &why)) st = ops::Error(HTR_STATUS_UNIMPLEMENTED, why);
+      st = offer("attention_grad", BuildBackward, BackwardMember, &bwd);
       if (!st.ok()) st.message = "attention_grad: " + st.message;
     }
     if (!st.ok()) {  // the pattern stays as it was

@@ -49,8 +49,10 @@
 // which q, k, v, dY (and the buffers holding them) exist (a match whose dQ/dK/dV, or the buffers
 // they are written to, would then be read too early is left). Each group's `members` is one step of an op defined here ("attention" / "attention_grad") whose
 // reference kernel (double accumulation) is the fallback RunFusedReference runs. `accept` is
-// asked for every group as in the row fusion; a refused forward leaves every step of the pattern
-// as it was (its backward too). Runs first in Fuser::Rewrite; HTR_FUSE_ATTENTION=0 turns it off
+// asked for every group as in the row fusion, first with AttentionConfigFor's tiles, then with
+// 32x32 and 16x16 ones (forward and backward each keep the first tiles the device takes: the
+// NVIDIA Vulkan driver refuses the 64x64 kernels' pipelines, lavapipe their private arrays);
+// a forward refused at every size leaves every step of the pattern as it was (its backward too). Runs first in Fuser::Rewrite; HTR_FUSE_ATTENTION=0 turns it off
 // alone (HTR_FUSION=0 turns off all fusion).
 #ifndef HTR_SCHEDULER_ATTENTION_FUSION_H_
 #define HTR_SCHEDULER_ATTENTION_FUSION_H_

@@ -321,3 +321,56 @@ TEST_CASE("HTR_ATTENTION_VIEWS=0 binds the attention tensors contiguously", "[gr
     CHECK(RelErr(Out<float>(*fused, name), Out<float>(*plain, name)) <= 1e-10);
   }
 }
+
+TEST_CASE("attention fusion falls back to smaller tiles where the device refuses a kernel",
+          "[graph][fusion][attention]") {
+  const int64_t B = 1, H = 3, T = 100, D = 16;  // query tiles: 2 of 64, 4 of 32, 7 of 16 rows
+  // The device of this test takes attention launches only when their query tiles have at most
+  // `max_rows` rows (grid x = ceil(T / bm)), as a Vulkan GPU refuses 64x64 tiles it cannot place
+  // in workgroup memory; row groups are taken as they are.
+  auto device = [&](int64_t max_rows, int* offers) {
+    return [=](const htr::sched::FusedGroup& g, std::string* why) {
+      if (g.name.find("attention") == std::string::npos) return true;
+      ++*offers;
+      const int64_t min_tiles = (T + max_rows - 1) / max_rows;
+      for (const auto& l : g.launches)
+        // (the f32 one-kernel backward's grid x is B * H, not a tile count: taken)
+        if (l.grid[0] < min_tiles && l.grid[0] != static_cast<uint32_t>(B * H)) {
+          *why = "tile too large for this device";
+          return false;
+        }
+      return true;
+    };
+  };
+  Attn a;
+  BuildAttn(&a, B, H, T, D, true, true);
+  std::unique_ptr<HostEngine> plain = Engine(a.g);
+  SECTION("32-row tiles where 64 are refused") {
+    int offers = 0;
+    Fuser fuser(device(32, &offers));
+    std::unique_ptr<HostEngine> fused;
+    REQUIRE_OK(HostEngine::Create(a.g, true, 2, &fused, &fuser));
+    const auto& p = fused->program();
+    REQUIRE(p.fused.size() >= 2);
+    CHECK(p.fused[0].name == "attention");
+    CHECK(p.fused[0].launches[0].grid[0] == 4);  // the first accepted tile: 32 rows
+    CHECK(offers >= 3);                                      // 64 refused for the forward, then 32
+    Feed(*fused, B * H * T * D);
+    Feed(*plain, B * H * T * D);
+    REQUIRE_OK(fused->Run());
+    REQUIRE_OK(plain->Run());
+    for (const char* name : {"y", "dq", "dk", "dv"}) {
+      INFO(name);
+      CHECK(RelErr(Out<float>(*fused, name), Out<float>(*plain, name)) <= 1e-10);
+    }
+  }
+  SECTION("every tile refused: the composite stays") {
+    int offers = 0;
+    Fuser fuser(device(8, &offers));
+    std::unique_ptr<HostEngine> e;
+    REQUIRE_OK(HostEngine::Create(a.g, true, 1, &e, &fuser));
+    for (const auto& grp : e->program().fused) CHECK(grp.name.find("attention") == std::string::npos);
+    CHECK(offers == 3);  // the forward at the default tiles, 32 and 16; the backward never offered
+    CHECK(fuser.stats().rejected >= 1);
+  }
+}
