@@ -232,7 +232,7 @@ int Main(int argc, char** argv) {
   const auto start = Clock::now();
   const double tokens_per_step = static_cast<double>(c.batch * seq * c.grad_accum);
   ProfileSession profile(rt->get(), c.profile);  // --profile FILE (profile.h)
-  LiveStats live(device.get(), m, seq);
+  LiveStats live(device.get(), m, seq, trainer.train_executable());
   err = profile.Start();
   if (!err.empty()) return Fail(err);
   int64_t done = 0;

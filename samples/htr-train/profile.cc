@@ -58,11 +58,23 @@ std::string ProfileSession::Finish() {
   return "";
 }
 
-LiveStats::LiveStats(htr_device_t* device, const ModelShape& m, int64_t seq)
+LiveStats::LiveStats(htr_device_t* device, const ModelShape& m, int64_t seq, htr_executable_t* exe)
     : device_(device), flops_per_token_(TrainFlopsPerToken(m, seq)) {
+  std::string precision = "fp32";
+  if (exe != nullptr) {
+    htr_memory_report_t r = HTR_STRUCT_INIT(htr_memory_report_t);
+    if (htr_status_t s = htr_executable_memory_report(exe, &r)) htr_status_free(s);
+    else if (r.precision != nullptr) precision = r.precision;
+  }
   htr_device_peaks_t p = HTR_STRUCT_INIT(htr_device_peaks_t);
   if (htr_status_t s = htr_device_peaks(device, &p)) {
     htr_status_free(s);
+  } else if (precision == "bf16") {
+    peak_ = p.flops_bf16;
+    peak_dtype_ = "bf16";
+  } else if (precision == "fp16") {
+    peak_ = p.flops_f16;
+    peak_dtype_ = "f16";
   } else {
     peak_ = p.flops_f32;
   }
@@ -72,8 +84,8 @@ std::string LiveStats::Line(double tokens_per_s) const {
   char buf[160];
   std::string mfu;
   if (peak_ > 0) {
-    std::snprintf(buf, sizeof(buf), "MFU %.1f%% of %.3g TFLOP/s", 100.0 * flops_per_token_ * tokens_per_s / peak_,
-                  peak_ / 1e12);
+    std::snprintf(buf, sizeof(buf), "MFU %.1f%% of %.3g TFLOP/s %s", 100.0 * flops_per_token_ * tokens_per_s / peak_,
+                  peak_ / 1e12, peak_dtype_.c_str());
     mfu = buf;
   } else {
     std::snprintf(buf, sizeof(buf), "%.3g TFLOP/s (no peak: htr-bench peak)", flops_per_token_ * tokens_per_s / 1e12);

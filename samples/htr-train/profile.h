@@ -42,13 +42,17 @@ class ProfileSession {
 // The live part of the progress line: "MFU 12.3% of 1.2 TFLOP/s | mem 45.6 MiB".
 class LiveStats {
  public:
-  LiveStats(htr_device_t* device, const ModelShape& m, int64_t seq);
+  // `exe`: the training executable, whose memory report names the precision its matmuls run in
+  // (the MFU is against the device's peak for that dtype: bf16 / f16 matmuls against the f32 peak
+  // read 511% on an H200); NULL: f32.
+  LiveStats(htr_device_t* device, const ModelShape& m, int64_t seq, htr_executable_t* exe = nullptr);
   std::string Line(double tokens_per_s) const;
 
  private:
   htr_device_t* device_;
   double flops_per_token_;
   double peak_ = 0;  // FLOP/s, 0 unknown
+  std::string peak_dtype_ = "f32";
 };
 
 }  // namespace htr_train

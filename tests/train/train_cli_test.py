@@ -11,7 +11,11 @@
              error line naming the file (and tensor), exit status 1, no
              signal, no checkpoint left behind.
 
-usage: train_cli_test.py HTR_TRAIN resume|bad-input [WORKDIR]"""
+  mfu        the step line's MFU is against the device's peak for the precision the
+             matmuls run in (a cached peaks entry for cpu:0 with distinct f32 / bf16 /
+             f16 peaks; bf16 against the f32 peak once read 511% on an H200).
+
+usage: train_cli_test.py HTR_TRAIN resume|bad-input|mfu [WORKDIR]"""
 import json
 import os
 import shutil
@@ -203,13 +207,37 @@ def test_bad_input(htr, work):
     return ok
 
 
+def test_mfu(htr, work):
+    data = os.path.join(work, "data.txt")
+    make_data(data)
+    cache = os.path.join(work, "cache")
+    os.makedirs(os.path.join(cache, "peaks"))
+    with open(os.path.join(cache, "peaks", "cpu_0.json"), "w") as f:
+        json.dump({"name": "cpu:0", "flops_f32": 1e12, "flops_bf16": 4e12, "flops_f16": 2e12,
+                   "memory_bandwidth": 1e11}, f)
+    env = dict(os.environ, HTR_CACHE_DIR=cache)
+    ok = True
+    for precision, want in (("fp32", "of 1 TFLOP/s f32"), ("bf16", "of 4 TFLOP/s bf16"),
+                            ("fp16", "of 2 TFLOP/s f16")):
+        args = [htr, "--device", "cpu:0", "--data", data, "--steps", "2", "--print-every", "1",
+                "--precision", precision, "--out-dir", os.path.join(work, precision)] + \
+            [a for a in TINY if a not in ("--print-every", "100")]
+        p = run_retrying(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                         env=env)
+        steps = [l for l in p.stdout.splitlines() if l.startswith("step ") and "MFU" in l]
+        good = p.returncode == 0 and len(steps) == 2 and all(want in l for l in steps)
+        print(f"mfu[{precision}]: {'ok' if good else 'FAIL'}: {steps[-1] if steps else p.stdout[-400:]}")
+        ok &= good
+    return ok
+
+
 def main():
     htr, what = sys.argv[1], sys.argv[2]
     work = sys.argv[3] if len(sys.argv) > 3 else tempfile.mkdtemp(prefix=f"htr-train-{what}-")
     if os.path.isdir(work):
         shutil.rmtree(work)
     os.makedirs(work)
-    ok = {"resume": test_resume, "bad-input": test_bad_input}[what](htr, work)
+    ok = {"resume": test_resume, "bad-input": test_bad_input, "mfu": test_mfu}[what](htr, work)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
