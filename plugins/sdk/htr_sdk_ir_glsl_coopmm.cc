@@ -8,6 +8,30 @@ namespace {
 
 std::string u(uint64_t v) { return std::to_string(v) + "u"; }
 
+// The workgroup's tile (tm, tn; m0, n0), the k steps nk, the row strides in 16-byte groups of A,
+// B as stored and C (stride_am / stride_ak, stride_bk / stride_bn, stride_cm) and the operand
+// pointers: the opening of main() both kernels share.
+void tile_prologue(const CoopMmConfig& c, std::string* out) {
+  std::string& s = *out;
+  s += "  const uint gx = pc.grid[0], gy = pc.grid[1];\n";
+  s += "  const uint pid = (gl_WorkGroupID.y + pc.base[1]) * gx + gl_WorkGroupID.x + pc.base[0];\n";
+  if (c.group_m > 0) {
+    s += "  const uint band = " + u(c.group_m) + " * gx, first = (pid / band) * " + u(c.group_m) +
+         ", nrow = min(gy - first, " + u(c.group_m) + ");\n";
+    s += "  const uint tm = first + (pid % band) % nrow, tn = (pid % band) / nrow;\n";
+  } else if (c.col_order) {
+    s += "  const uint tm = pid % gy, tn = pid / gy;\n";
+  } else {
+    s += "  const uint tm = pid / gx, tn = pid % gx;\n";
+  }
+  s += "  const uint n0 = tn * " + u(c.bn) + ", m0 = tm * " + u(c.bm) + ";\n";
+  s += "  const uint nk = uint(pc.a[5]) / " + u(c.bk) + ";\n";
+  s += std::string("  const uint lda = uint(pc.a[") + (c.trans_a ? "7" : "6") + "]) / 8u, ldb = uint(pc.a[" +
+       (c.trans_b ? "9" : "8") + "]) / 8u, ldc = uint(pc.a[10]) / 8u;\n";
+  s += "  BV4 pa = BV4(pc.a[0]), pb = BV4(pc.a[1]), pcm = BV4(pc.a[2]);\n";
+}
+
+
 }  // namespace
 
 namespace {
@@ -46,22 +70,7 @@ CoopMmShader render_coopmm_wg(const CoopMmConfig& c) {
   s += "layout(push_constant, std430) uniform PC { uint64_t a[12]; uint grid[3]; uint base[3]; } pc;\n";
   s += "layout(buffer_reference, std430, buffer_reference_align = 16) buffer BV4 { uvec4 v[]; };\n";
   s += "void main() {\n";
-  s += "  const uint gx = pc.grid[0], gy = pc.grid[1];\n";
-  s += "  const uint pid = (gl_WorkGroupID.y + pc.base[1]) * gx + gl_WorkGroupID.x + pc.base[0];\n";
-  if (c.group_m > 0) {
-    s += "  const uint band = " + u(c.group_m) + " * gx, first = (pid / band) * " + u(c.group_m) +
-         ", nrow = min(gy - first, " + u(c.group_m) + ");\n";
-    s += "  const uint tm = first + (pid % band) % nrow, tn = (pid % band) / nrow;\n";
-  } else if (c.col_order) {
-    s += "  const uint tm = pid % gy, tn = pid / gy;\n";
-  } else {
-    s += "  const uint tm = pid / gx, tn = pid % gx;\n";
-  }
-  s += "  const uint n0 = tn * " + u(c.bn) + ", m0 = tm * " + u(c.bm) + ";\n";
-  s += "  const uint nk = uint(pc.a[5]) / " + u(c.bk) + ";\n";
-  s += std::string("  const uint lda = uint(pc.a[") + (c.trans_a ? "7" : "6") + "]) / 8u, ldb = uint(pc.a[" +
-       (c.trans_b ? "9" : "8") + "]) / 8u, ldc = uint(pc.a[10]) / 8u;\n";
-  s += "  BV4 pa = BV4(pc.a[0]), pb = BV4(pc.a[1]), pcm = BV4(pc.a[2]);\n";
+  tile_prologue(c, &s);
   // Group index of each tile's first element and its step per k step, as stored.
   s += std::string("  const uint oa = ") + (c.trans_a ? "m0 / 8u" : "m0 * lda") + ", ob = " +
        (c.trans_b ? "n0 * ldb" : "n0 / 8u") + ";\n";
@@ -186,23 +195,7 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   s += "shared uvec4 smB[" + std::to_string(c.stages * B.stage) + "];\n";
   s += "void main() {\n";
   s += "  const uint lid = gl_LocalInvocationIndex;\n";
-  s += "  const uint gx = pc.grid[0], gy = pc.grid[1];\n";
-  s += "  const uint pid = (gl_WorkGroupID.y + pc.base[1]) * gx + gl_WorkGroupID.x + pc.base[0];\n";
-  if (c.group_m > 0) {
-    s += "  const uint band = " + u(c.group_m) + " * gx, first = (pid / band) * " + u(c.group_m) +
-         ", nrow = min(gy - first, " + u(c.group_m) + ");\n";
-    s += "  const uint tm = first + (pid % band) % nrow, tn = (pid % band) / nrow;\n";
-  } else if (c.col_order) {
-    s += "  const uint tm = pid % gy, tn = pid / gy;\n";
-  } else {
-    s += "  const uint tm = pid / gx, tn = pid % gx;\n";
-  }
-  s += "  const uint n0 = tn * " + u(c.bn) + ", m0 = tm * " + u(c.bm) + ";\n";
-  s += "  const uint nk = uint(pc.a[5]) / " + u(c.bk) + ";\n";
-  // Row strides (in groups) of A, B as stored: stride_am / stride_ak, stride_bk / stride_bn, stride_cm.
-  s += std::string("  const uint lda = uint(pc.a[") + (c.trans_a ? "7" : "6") + "]) / 8u, ldb = uint(pc.a[" +
-       (c.trans_b ? "9" : "8") + "]) / 8u, ldc = uint(pc.a[10]) / 8u;\n";
-  s += "  BV4 pa = BV4(pc.a[0]), pb = BV4(pc.a[1]), pcm = BV4(pc.a[2]);\n";
+  tile_prologue(c, &s);
   if (wgs) {
     s += "  const uint tr = 0u, tc = 0u;\n";
   } else {

@@ -60,6 +60,25 @@ void pick_memory(PhysInfo* d) {
   }
 }
 
+// The entries of a vkGetPhysicalDevice...PropertiesKHR/NV-style list (count, then sType-initialized
+// structs) behind the instance function `name`; empty when the function is missing or fails.
+template <class T>
+std::vector<T> property_list(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, const char* name, VkStructureType stype) {
+  using Get = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, T*);
+  auto get = reinterpret_cast<Get>(ctx->g.vkGetInstanceProcAddr(ctx->instance, name));
+  uint32_t n = 0;
+  if (get == nullptr || get(p, &n, nullptr) != VK_SUCCESS || n == 0) return {};
+  std::vector<T> v(n);
+  for (auto& e : v) {
+    e = T{};
+    e.sType = stype;
+  }
+  const VkResult r = get(p, &n, v.data());
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return {};
+  v.resize(n);
+  return v;
+}
+
 // VK_NV_cooperative_matrix: the feature bit, compute-stage support and a
 // subgroup-scope f16 x f16 + f32 -> f32 shape (16x16x16 preferred, else the
 // first listed); fills d->coopmat_nv* only when all are present.
@@ -77,17 +96,8 @@ void query_coopmat_nv(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
   p2.pNext = &cp;
   ctx->it.vkGetPhysicalDeviceProperties2(p, &p2);
   if (!cf.cooperativeMatrix || (cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) == 0) return;
-  auto get = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
-      ctx->g.vkGetInstanceProcAddr(ctx->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
-  if (get == nullptr) return;
-  uint32_t n = 0;
-  if (get(p, &n, nullptr) != VK_SUCCESS || n == 0) return;
-  std::vector<VkCooperativeMatrixPropertiesNV> v(n);
-  for (auto& e : v) e.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-  const VkResult r = get(p, &n, v.data());
-  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return;
-  v.resize(n);
-  for (const auto& e : v) {
+  for (const auto& e : property_list<VkCooperativeMatrixPropertiesNV>(
+           ctx, p, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV", VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV)) {
     if (e.AType != VK_COMPONENT_TYPE_FLOAT16_NV || e.BType != VK_COMPONENT_TYPE_FLOAT16_NV ||
         e.CType != VK_COMPONENT_TYPE_FLOAT32_NV || e.DType != VK_COMPONENT_TYPE_FLOAT32_NV ||
         e.scope != VK_SCOPE_SUBGROUP_NV)
@@ -126,7 +136,6 @@ struct CoopKhrProps {
   VkBool32 saturatingAccumulation;
   uint32_t scope;
 };
-using GetCoopKhrProps = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopKhrProps*);
 
 // The KHR fast paths' needs (PhysInfo::coopmat_khr_f16 / coopmat_khr_bf16); bf16's features are
 // queried only where the device has VK_KHR_shader_bfloat16.
@@ -142,20 +151,8 @@ void query_coopmat_khr(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
   ctx->it.vkGetPhysicalDeviceFeatures2(p, &f2);
   if (!cf.cooperativeMatrix) return;
   const bool bf_ok = d->bf16 && bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
-  auto get = reinterpret_cast<GetCoopKhrProps>(
-      ctx->g.vkGetInstanceProcAddr(ctx->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
-  if (get == nullptr) return;
-  uint32_t n = 0;
-  if (get(p, &n, nullptr) != VK_SUCCESS || n == 0) return;
-  std::vector<CoopKhrProps> v(n);
-  for (auto& e : v) {
-    e = CoopKhrProps{};
-    e.sType = kSTypeCoopKhrProps;
-  }
-  const VkResult r = get(p, &n, v.data());
-  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return;
-  v.resize(n);
-  for (const auto& e : v) {
+  for (const auto& e : property_list<CoopKhrProps>(ctx, p, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR",
+                                                   kSTypeCoopKhrProps)) {
     if (e.MSize != 16 || e.NSize != 16 || e.KSize != 16 || e.CType != kComponentF32 ||
         e.ResultType != kComponentF32 || e.scope != kScopeSubgroup || e.AType != e.BType)
       continue;
@@ -191,7 +188,6 @@ struct CoopFlexProps {
   uint32_t scope;
   uint32_t workgroupInvocations;
 };
-using GetCoopFlexProps = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopFlexProps*);
 
 // PhysInfo::coopmat2*: the two features, the limits and the workgroup-scope f16 x f16 + f32 ->
 // f32 granularities; coopmat2 stays false unless all are there.
@@ -209,20 +205,8 @@ void query_coopmat2(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
   p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   p2.pNext = &cp;
   ctx->it.vkGetPhysicalDeviceProperties2(p, &p2);
-  auto get = reinterpret_cast<GetCoopFlexProps>(
-      ctx->g.vkGetInstanceProcAddr(ctx->instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
-  if (get == nullptr) return;
-  uint32_t n = 0;
-  if (get(p, &n, nullptr) != VK_SUCCESS || n == 0) return;
-  std::vector<CoopFlexProps> v(n);
-  for (auto& e : v) {
-    e = CoopFlexProps{};
-    e.sType = kSTypeCoopFlexProps;
-  }
-  const VkResult r = get(p, &n, v.data());
-  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return;
-  v.resize(n);
-  for (const auto& e : v) {
+  for (const auto& e : property_list<CoopFlexProps>(
+           ctx, p, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV", kSTypeCoopFlexProps)) {
     ctx->host.log(HTR_LOG_INFO, "%s: flexible cooperative shape %ux%ux%u A%u B%u C%u R%u scope %u invocations %u",
                   d->props.deviceName, e.MGranularity, e.NGranularity, e.KGranularity, e.AType, e.BType, e.CType,
                   e.ResultType, e.scope, e.workgroupInvocations);
