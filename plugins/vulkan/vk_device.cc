@@ -60,6 +60,20 @@ void pick_memory(PhysInfo* d) {
   }
 }
 
+// vkGetPhysicalDeviceFeatures2 / Properties2 with `chain` (a struct with sType set) as pNext.
+void features2(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, void* chain) {
+  VkPhysicalDeviceFeatures2 f2{};
+  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  f2.pNext = chain;
+  ctx->it.vkGetPhysicalDeviceFeatures2(p, &f2);
+}
+void properties2(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, void* chain) {
+  VkPhysicalDeviceProperties2 p2{};
+  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  p2.pNext = chain;
+  ctx->it.vkGetPhysicalDeviceProperties2(p, &p2);
+}
+
 // The entries of a vkGetPhysicalDevice...PropertiesKHR/NV-style list (count, then sType-initialized
 // structs) behind the instance function `name`; empty when the function is missing or fails.
 template <class T>
@@ -85,16 +99,10 @@ std::vector<T> property_list(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, const ch
 void query_coopmat_nv(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cf{};
   cf.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-  VkPhysicalDeviceFeatures2 f2{};
-  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-  f2.pNext = &cf;
-  ctx->it.vkGetPhysicalDeviceFeatures2(p, &f2);
+  features2(ctx, p, &cf);
   VkPhysicalDeviceCooperativeMatrixPropertiesNV cp{};
   cp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-  VkPhysicalDeviceProperties2 p2{};
-  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  p2.pNext = &cp;
-  ctx->it.vkGetPhysicalDeviceProperties2(p, &p2);
+  properties2(ctx, p, &cp);
   if (!cf.cooperativeMatrix || (cp.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) == 0) return;
   for (const auto& e : property_list<VkCooperativeMatrixPropertiesNV>(
            ctx, p, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV", VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV)) {
@@ -145,10 +153,7 @@ void query_coopmat_khr(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
   CoopKhrFeatures cf{};
   cf.sType = kSTypeCoopKhrFeatures;
   cf.pNext = d->bf16 ? &bf : nullptr;
-  VkPhysicalDeviceFeatures2 f2{};
-  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-  f2.pNext = &cf;
-  ctx->it.vkGetPhysicalDeviceFeatures2(p, &f2);
+  features2(ctx, p, &cf);
   if (!cf.cooperativeMatrix) return;
   const bool bf_ok = d->bf16 && bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
   for (const auto& e : property_list<CoopKhrProps>(ctx, p, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR",
@@ -194,17 +199,11 @@ struct CoopFlexProps {
 void query_coopmat2(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
   Coop2Features cf{};
   cf.sType = kSTypeCoop2Features;
-  VkPhysicalDeviceFeatures2 f2{};
-  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-  f2.pNext = &cf;
-  ctx->it.vkGetPhysicalDeviceFeatures2(p, &f2);
+  features2(ctx, p, &cf);
   if (!cf.cooperativeMatrixWorkgroupScope || !cf.cooperativeMatrixFlexibleDimensions) return;
   Coop2Props cp{};
   cp.sType = kSTypeCoop2Props;
-  VkPhysicalDeviceProperties2 p2{};
-  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-  p2.pNext = &cp;
-  ctx->it.vkGetPhysicalDeviceProperties2(p, &p2);
+  properties2(ctx, p, &cp);
   for (const auto& e : property_list<CoopFlexProps>(
            ctx, p, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV", kSTypeCoopFlexProps)) {
     ctx->host.log(HTR_LOG_INFO, "%s: flexible cooperative shape %ux%ux%u A%u B%u C%u R%u scope %u invocations %u",
