@@ -1024,9 +1024,10 @@ Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats
     ops::Shape lse_shape(qs.begin(), qs.end() - 1);
     p->values[m.p].info = ops::ValueInfo{HTR_DTYPE_F32, lse_shape};
     // Tiles: AttentionConfigFor's first, then smaller square ones where the device refuses a
-    // kernel (a Vulkan GPU lowers 64x64 tiles beyond its workgroup memory to private arrays it
-    // refuses; 32 or 16 may fit). Forward and backward choose on their own (L and delta are
-    // per row, so any pair of tilings composes); the first accepted tile of each is kept.
+    // kernel (64x64 tiles do not fit Vulkan workgroup memory: the NVIDIA driver then fails to
+    // create their pipelines, lavapipe refuses their private arrays; 32 or 16 may do). Forward and
+    // backward choose on their own (L and delta are per row, so any pair of tilings composes);
+    // the first accepted tile of each is kept.
     auto offer = [&](const char* name, Status (*build)(const Match&, uint32_t, FusedGroup*),
                      Step (*member)(const Match&), FusedGroup* g) {
       std::string whys;
