@@ -55,12 +55,13 @@ bool LossScalingEnabled(const MemoryFlags& m, htr_device_t* device);
 struct LossScaleGraph {
   bool enabled = false;
   htr_value_t scale = HTR_VALUE_INVALID, inv_scale = HTR_VALUE_INVALID, ok = HTR_VALUE_INVALID;
+  htr_value_t keep = HTR_VALUE_INVALID;  // 1 - ok, once per step (CheckFinite) for every GateUpdate
 };
 // The value to differentiate: loss·S (declares the two inputs).
 htr_value_t ScaleLoss(GraphBuilder& g, htr_value_t loss, LossScaleGraph* ls);
 // grads[i] /= S.
 void UnscaleGradients(GraphBuilder& g, std::vector<htr_value_t>* grads, const LossScaleGraph& ls);
-// ok from the gradient norm; output "grad_ok".
+// ok (and keep = 1 - ok) from the gradient norm; output "grad_ok".
 void CheckFinite(GraphBuilder& g, htr_value_t norm, LossScaleGraph* ls);
 // ok ? next : old.
 htr_value_t GateUpdate(GraphBuilder& g, htr_value_t next, htr_value_t old, const LossScaleGraph& ls);
