@@ -154,6 +154,38 @@ HTR_INLINE float htr_at_exp(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x * 1.4426950408889634f));
   return y;
 }
+// e^(a*c - b) as 2^(a*(c log2 e) - b log2 e): one fma and one ex2 per
+// element, the row's b log2 e (and c log2 e, a scalar) computed once. The
+// lowering spells exp(x * c - b) and exp(x - b) (c = 1) this way: the
+// attention kernels' exp(s * scale - lse) and exp(s - m) (flash attention's
+// own arithmetic: one FFMA and one MUFU per score).
+HTR_INLINE float htr_at_exp_fms(float a, float c, float b) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(fmaf(a, c * 1.4426950408889634f, -(b * 1.4426950408889634f))));
+  return y;
+}
+// NaN-propagating max / min in one instruction (max.NaN: sm_80, which the
+// mma.sync bf16 path needs anyway) where the portable spelling (htr_maxf:
+// two NaN tests and a compare) costs a score tile's row max three more
+// instructions per element.
+HTR_INLINE float htr_at_maxf(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return htr_maxf(a, b);
+#endif
+}
+HTR_INLINE float htr_at_minf(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;\n" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return htr_minf(a, b);
+#endif
+}
 // Packs two floats into bf16 (BF) or f16 halves, lo in the low half.
 template <bool BF> HTR_INLINE uint32_t htr_at_pack(float lo, float hi) {
   uint32_t r;
@@ -674,12 +706,16 @@ class AttnRenderer {
       case HTR_KIR_OP_ADD: case HTR_KIR_OP_SUB: case HTR_KIR_OP_MUL: case HTR_KIR_OP_DIV:
       case HTR_KIR_OP_REM: case HTR_KIR_OP_MAX: case HTR_KIR_OP_MIN: case HTR_KIR_OP_AND:
       case HTR_KIR_OP_OR:
-        x = binary_expr(op.opcode, d0, in(0), in(1));
+        if ((op.opcode == HTR_KIR_OP_MAX || op.opcode == HTR_KIR_OP_MIN) && d0 == HTR_DTYPE_F32)
+          x = std::string(op.opcode == HTR_KIR_OP_MAX ? "htr_at_maxf(" : "htr_at_minf(") + in(0) + ", " + in(1) + ")";
+        else
+          x = binary_expr(op.opcode, d0, in(0), in(1));
         break;
       case HTR_KIR_OP_NEG: case HTR_KIR_OP_ABS: case HTR_KIR_OP_EXP: case HTR_KIR_OP_LOG:
       case HTR_KIR_OP_SQRT: case HTR_KIR_OP_RSQRT: case HTR_KIR_OP_TANH: case HTR_KIR_OP_ERF:
       case HTR_KIR_OP_NOT:
-        x = unary_expr(op.opcode, d0, in(0));
+        x = op.opcode == HTR_KIR_OP_EXP && d0 == HTR_DTYPE_F32 ? exp_expr(op.operands[0], lay, ctx, in(0))
+                                                              : unary_expr(op.opcode, d0, in(0));
         break;
       case HTR_KIR_OP_CMP: {
         static const char* const cmp[] = {"==", "!=", "<", "<=", ">", ">="};
@@ -691,6 +727,37 @@ class AttnRenderer {
       default: x = "0"; break;
     }
     return rnd(t.ptr ? HTR_DTYPE_INVALID : t.dtype, x);
+  }
+  // exp of an f32 element x: htr_at_exp_fms(a, c, b) where x = a * c - b or a - b (c a scalar,
+  // a and b tiles or scalars), else htr_at_exp(x). The operands are read in the layouts the
+  // subtraction's own element reads them in (its demand already asked for them), so this
+  // changes the spelling only; the subtraction (and a product folded into it) is left
+  // unused where nothing else reads it, and nvcc drops it.
+  std::string exp_expr(uint32_t x, uint8_t lay, uint8_t ctx, const std::string& whole) const {
+    auto operand = [&](uint32_t o) {
+      if (!type(o).is_tile()) return v(o);
+      return ex(o, lay == kFrag ? operand_layout(type(o), kFrag) : lay, ctx);
+    };
+    const uint32_t ps = type(x).is_tile() ? producer_[x] : UINT32_MAX;
+    if (ps == UINT32_MAX || k_.ops[ps].opcode != HTR_KIR_OP_SUB) return "htr_at_exp(" + whole + ")";
+    const uint32_t a = k_.ops[ps].operands[0], b = k_.ops[ps].operands[1];
+    std::string fa = operand(a), fc = "1.0f";
+    const uint32_t pm = type(a).is_tile() ? producer_[a] : UINT32_MAX;
+    if (pm != UINT32_MAX && k_.ops[pm].opcode == HTR_KIR_OP_MUL) {
+      // a = y * c with c a scalar (or a splat of one): c folds into the fma's constant.
+      const Op& m = k_.ops[pm];
+      for (int side = 0; side < 2; ++side) {
+        const uint32_t y = m.operands[side], c = m.operands[1 - side];
+        uint32_t cs = c;
+        if (type(c).is_tile()) cs = producer_[c] != UINT32_MAX && k_.ops[producer_[c]].opcode == HTR_KIR_OP_SPLAT
+                                        ? k_.ops[producer_[c]].operands[0] : UINT32_MAX;
+        if (cs == UINT32_MAX || type(cs).is_tile() || type(cs).dtype != HTR_DTYPE_F32 || !type(y).is_tile()) continue;
+        fa = operand(y);
+        fc = v(cs);
+        break;
+      }
+    }
+    return "htr_at_exp_fms(" + fa + ", " + fc + ", " + operand(b) + ")";
   }
   std::string row_expr(uint8_t ctx) const {
     return ctx == kRow ? "(htr_wr0 + 16 * i + 8 * h)" : "(htr_wr0 + 16 * i + 8 * (q >> 1))";
@@ -781,8 +848,8 @@ class AttnRenderer {
         const uint32_t nj = type(x).shape[1] / 8;
         auto comb = [&](const std::string& a, const std::string& b) {
           return kind == HTR_KIR_REDUCE_SUM ? "(" + a + " + " + b + ")"
-                 : kind == HTR_KIR_REDUCE_MAX ? "htr_maxf(" + a + ", " + b + ")"
-                                              : "htr_minf(" + a + ", " + b + ")";
+                 : kind == HTR_KIR_REDUCE_MAX ? "htr_at_maxf(" + a + ", " + b + ")"
+                                              : "htr_at_minf(" + a + ", " + b + ")";
         };
         line("float " + nm + dims(t, l) + ";");
         line("_Pragma(\"unroll\") for (int i = 0; i < " + std::to_string(FM_) +
