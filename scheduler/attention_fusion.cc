@@ -879,6 +879,7 @@ kernels::AttentionConfig ConfigOf(const Match& m, uint32_t tile) {
   kernels::AttentionConfig cfg = AttentionConfigFor(m.D, m.dtype);
   if (tile != 0) cfg.bm = cfg.bn = tile;
   for (const KView& k : m.view) cfg.offsets = cfg.offsets || k.off != 0;
+  cfg.positive_scale = m.scale > 0 && std::isfinite(m.scale);
   return cfg;
 }
 

@@ -79,12 +79,21 @@ Status BuildAttentionForward(const AttentionConfig& cfg, std::vector<uint8_t>* i
     Value rn = n0 + rn0;
     Value rnr = b.expand_dims(rn, 0), rnc = b.expand_dims(rn, 1);  // [1,BN], [BN,1]
     Value kT = b.load(k.ptr + (kb + (rdc * k.sd + rnr * k.st)), (rdc < D) & (rnr < T));  // [BD,BN]
-    Value s = b.dot(qtile, kT, b.zeros({cfg.bm, cfg.bn}, HTR_DTYPE_F32)) * scale;
+    Value s = b.dot(qtile, kT, b.zeros({cfg.bm, cfg.bn}, HTR_DTYPE_F32));
     Value valid = (rnr <= rm2) & (rnr < T);
-    s = b.where(valid, s, -INFINITY);
-    Value m_new = maximum(c[0], b.max(s, 1));               // finite: column 0 of tile 0 is valid
+    Value m_new, p;
+    if (cfg.positive_scale) {
+      // Raw scores masked and maxed, the max scaled once per row; exp(s * scale - m) is one fma
+      // and one ex2 per score where the lowering folds it (the CUDA warp-row lowering does).
+      s = b.where(valid, s, -INFINITY);
+      m_new = maximum(c[0], b.max(s, 1) * scale);           // finite: column 0 of tile 0 is valid
+      p = exp(s * scale - b.expand_dims(m_new, 1));         // masked lanes: exp(-inf) = 0
+    } else {
+      s = b.where(valid, s * scale, -INFINITY);
+      m_new = maximum(c[0], b.max(s, 1));
+      p = exp(s - b.expand_dims(m_new, 1));
+    }
     Value alpha = exp(c[0] - m_new);
-    Value p = exp(s - b.expand_dims(m_new, 1));             // masked lanes: exp(-inf) = 0
     Value l_new = c[1] * alpha + b.sum(p, 1);
     Value vt = b.load(v.ptr + (vb + (rnc * v.st + rdr * v.sd)), (rnc < T) & (rdr < D));  // [BN,BD]
     Value acc = b.dot(b.cast(p, dt), vt, c[2] * b.expand_dims(alpha, 1));

@@ -203,6 +203,11 @@ struct AttentionConfig {
   uint32_t bm = 32, bn = 32, bd = 64;
   htr_dtype_t dtype = HTR_DTYPE_F32;
   bool offsets = false;
+  // The caller promises a finite scale > 0 (the attention rewrite's 1/sqrt(D)): the forward then
+  // takes each row's max over the raw scores and scales it once (max(s) * scale is max(s * scale)
+  // exactly when scale > 0: rounding is monotone), one multiply per score fewer. A kernel built
+  // with it gives wrong results for scale <= 0; false builds the general form.
+  bool positive_scale = false;
 };
 Status BuildAttentionForward(const AttentionConfig& config, std::vector<uint8_t>* ir);
 Status BuildAttentionBackwardDq(const AttentionConfig& config, std::vector<uint8_t>* ir);

@@ -28,8 +28,9 @@ namespace {
 namespace k = htr::kernels;
 namespace ir = htr_sdk::ir;
 
-k::AttentionConfig Cfg(uint32_t bd, htr_dtype_t dt, uint32_t bm = 64, uint32_t bn = 64) {
+k::AttentionConfig Cfg(uint32_t bd, htr_dtype_t dt, uint32_t bm = 64, uint32_t bn = 64, bool positive = false) {
   k::AttentionConfig c;
+  c.positive_scale = positive;
   c.bm = bm;
   c.bn = bn;
   c.bd = bd;
@@ -144,7 +145,7 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
   // Specialized as the attention rewrite compiles them (H, T, D and every stride baked in:
   // scheduler/attention_fusion.cc's Scalars): still the warp-row lowering, and NVRTC compiles them.
   for (uint32_t bd : {64u, 128u}) {
-    const auto irs = Kernels(Cfg(bd, HTR_DTYPE_BF16));
+    const auto irs = Kernels(Cfg(bd, HTR_DTYPE_BF16, 64, 64, true));
     for (size_t ki = 0; ki < irs.size(); ++ki) {
       ir::Kernel kern;
       ir::Analysis an;
@@ -159,6 +160,14 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
       REQUIRE(ir::render_cuda(kern, an, spec, target, &r, &launch).ok());
       INFO(kern.name << " bd " << bd << " specialized: " << launch.lowering);
       CHECK(launch.lowering.rfind("block-attn", 0) == 0);
+      // Each kernel's exp(s * scale - lse) / exp(s * scale - m) is one fma and one ex2 a score, and
+      // the forward's row max is one max.NaN a score (session 13: forward 0.107 -> 0.095 ms at B8
+      // H12 T1024 D64 on the H200).
+      const size_t fms = r.source.find("= htr_at_exp_fms(v");
+      CHECK(fms != std::string::npos);
+      if (ki == 0) {
+        CHECK(r.source.find("x = htr_at_maxf(x, ") != std::string::npos);
+      }
       htr_test_cuda::DumpSource(kern.name + "_" + std::to_string(bd) + "_bf16_spec.cu", r.source);
       std::string text;
       const int rc = nv.compile(r.source, &text);
@@ -358,13 +367,13 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
     // HTR_CUDA_BLOCK_WARPS; 4 warps of 32 rows where it is 4, as a process-wide setting): the dK/dV
     // kernel keeps 64-row key tiles.
     // Variants: 64-row query tiles, 128-row ones, 64-row ones specialized (shapes and strides baked in,
-    // as in training).
+    // and the forward built for a positive scale, as in training).
     for (const int variant : {0, 1, 2}) {
       const uint32_t bm = variant == 1 ? 128u : 64u;
       const bool spec = variant == 2;
       // The query tile sets the forward's and dQ's rows; dK/dV keeps 64x64 (its rows are the key tile,
       // and a 128-row query step at D = 128 needs more shared memory than a block has).
-      auto irs = Kernels(Cfg(sh.bd, HTR_DTYPE_BF16, bm, 64));
+      auto irs = Kernels(Cfg(sh.bd, HTR_DTYPE_BF16, bm, 64, spec));
       irs[2] = Kernels(Cfg(sh.bd, HTR_DTYPE_BF16))[2];
       // Fresh zeroed outputs per variant, so that each variant's results are its own.
       htr_tensor_t* to = Tensor(dev, HTR_DTYPE_BF16, zero16);

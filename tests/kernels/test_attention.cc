@@ -228,6 +228,21 @@ TEST_CASE("fused causal attention f32 matches the materialized reference", "[att
   CheckAttention({1, 3, 29, 64, true}, c, 1e-7, 15);
 }
 
+TEST_CASE("fused causal attention built for a positive scale matches the reference", "[attention]") {
+  // The forward's raw-score row max, scaled once (AttentionConfig::positive_scale): the rewrite's
+  // form, where the scale is 1/sqrt(D).
+  AttentionConfig c;
+  c.bm = 32;
+  c.bn = 16;
+  c.bd = 16;
+  c.positive_scale = true;
+  CheckAttention({2, 3, 45, 16, true}, c, 1e-7, 21);
+  c.bm = 16;
+  c.bn = 32;
+  c.dtype = HTR_DTYPE_BF16;
+  CheckAttention({2, 2, 39, 16, false}, c, 1e-4, 22);
+}
+
 TEST_CASE("fused causal attention with D below the head tile masks the padding", "[attention]") {
   AttentionConfig c;
   c.bm = 16;

@@ -226,6 +226,7 @@ std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool speci
   c.bd = 16;
   while (static_cast<int64_t>(c.bd) < D) c.bd <<= 1;
   c.dtype = HTR_DTYPE_BF16;
+  c.positive_scale = true;  // the scale is 1/sqrt(D), as the attention rewrite's kernels know it is
   std::vector<uint8_t> ir[3];
   if (!htr::kernels::BuildAttentionForward(c, &ir[0]).ok() || !htr::kernels::BuildAttentionBackwardDq(c, &ir[1]).ok() ||
       !htr::kernels::BuildAttentionBackwardDkDv(c, &ir[2]).ok())
