@@ -579,7 +579,13 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
     htr::sched::InstallLowpKernels(&e->program);
     if (reuse) htr::sched::ApplyInPlace(&e->program);  // in-place elementwise steps (memory_report.h)
     if (e->device_mode) htr::sched::AssignInPlace(&e->program);  // states written in place (device_exec.h)
-    if (fuser) e->fusion_stats = fuser->stats();
+    if (fuser) {
+      e->fusion_stats = fuser->stats();
+      // One line per pattern or group that stays unfused, with every reason it was refused (an
+      // attention pattern's names each tile it tried); a tile refused before a smaller one was
+      // accepted is no refusal (FusedExec::Compile logs such candidates at debug level).
+      for (const std::string& r : fuser->rejections()) HTR_LOG_INFO_("fusion: left unfused: {}", r);
+    }
   } else {
     if (htr_status_t st = ToC(htr::sched::HostEngine::Create(src_graph, reuse, threads, &e->engine))) return st;
   }

@@ -132,7 +132,9 @@ bool FusedExec::Compile(const FusedGroup& g, std::string* why) {
   for (const FusedLaunch& l : g.launches) {
     htr_kernel_t* k = nullptr;
     if (htr_status_t st = Get(l, &k)) {
-      HTR_LOG_INFO_("fusion: {} left unfused: {}", g.name, htr_status_message(st));
+      // A candidate, not yet a verdict: the attention rewrite offers smaller tiles after a refusal,
+      // so what stays unfused is logged once every pass has decided (executable.cc, the fusion pass).
+      HTR_LOG_DEBUG_("fusion: {} candidate not compiled: {}", g.name, htr_status_message(st));
       if (why) *why = htr_status_message(st);
       htr_status_free(st);
       return false;
