@@ -22,7 +22,8 @@ extern "C" {
 
 #define HTR_KIR_MAGIC 0x4b525448u /* bytes "HTRK" read as little-endian u32 */
 #define HTR_KIR_VERSION_MAJOR 1u  /* readers reject another major */
-#define HTR_KIR_VERSION_MINOR 0u  /* readers accept any minor of their major */
+#define HTR_KIR_VERSION_MINOR 1u  /* readers accept any minor of their major;
+                                   1.1: ATOMIC_ADD */
 
 /* Section tags (little-endian u32 of four ASCII bytes). */
 #define HTR_KIR_SECTION_NAME 0x454d414eu /* "NAME": kernel name */
@@ -85,7 +86,9 @@ typedef enum htr_kir_opcode_t {
   HTR_KIR_OP_DOT = 33,         /* (a [M,K], b [K,N], acc [M,N]) -> [M,N] */
   HTR_KIR_OP_FOR = 34,         /* (lo, hi, step, init...) attrs [body_len] */
   HTR_KIR_OP_YIELD = 35,       /* (values...) ends a FOR body */
-  HTR_KIR_OP_COUNT_ = 36       /* not an opcode; one past the last */
+  HTR_KIR_OP_ATOMIC_ADD = 36,  /* (ptr, value [, mask]) -> nothing; f32/i32;
+                                  IR 1.1 */
+  HTR_KIR_OP_COUNT_ = 37       /* not an opcode; one past the last */
 } htr_kir_opcode_t;
 
 /* CMP predicates. */

@@ -229,6 +229,21 @@ void Builder::store(Value ptr, Value value, Value mask) {
   emit_void(HTR_KIR_OP_STORE, std::move(ops));
 }
 
+void Builder::atomic_add(Value ptr, Value value, Value mask) {
+  if (!check(ptr, "atomic_add", "pointer") || !check(value, "atomic_add", "value")) return;
+  if (!ptr.type().ptr) return (void)fail("atomic_add", "operand is " + ptr.type().str() + ", not a pointer");
+  if (ptr.dtype() != HTR_DTYPE_F32 && ptr.dtype() != HTR_DTYPE_I32)
+    return (void)fail("atomic_add", "pointer is " + ptr.type().str() + ", must point to f32 or i32");
+  if (!unify("atomic_add", &ptr, &value)) return;
+  std::vector<uint32_t> ops = {ptr.id_, value.id_};
+  if (mask.valid()) {
+    mask = shape_to("atomic_add", mask, ptr.shape());
+    if (!check(mask, "atomic_add", "mask")) return;
+    ops.push_back(mask.id_);
+  }
+  emit_void(HTR_KIR_OP_ATOMIC_ADD, std::move(ops));
+}
+
 Value Builder::binary(uint16_t opcode, Value a, Value b) {
   const char* name = ir::opcode_name(opcode);
   if (!check(a, name, "operand 0") || !check(b, name, "operand 1")) return Value();

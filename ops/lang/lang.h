@@ -97,6 +97,12 @@ class Builder {
   // or 0 when none is given.
   Value load(Value ptr, Value mask = Value(), Value other = Value());
   void store(Value ptr, Value value, Value mask = Value());
+  // *ptr += value for every unmasked element, atomically against every other
+  // program and element (f32 or i32 pointers; IR 1.1). The order of the adds
+  // is unspecified (f32 sums are not bitwise reproducible run to run); they
+  // are all visible once the kernel has completed, not to loads of the same
+  // launch.
+  void atomic_add(Value ptr, Value value, Value mask = Value());
 
   // ---- arithmetic (broadcasting; see the header comment) ----
   Value binary(uint16_t opcode, Value a, Value b);

@@ -44,6 +44,8 @@ bool match_dot_program(const Kernel& k, const Analysis& a, const AffineInfo& aff
         break;
       case HTR_KIR_OP_REDUCE:
         return fail(why, "a reduction");
+      case HTR_KIR_OP_ATOMIC_ADD:  // the block renderer has no atomic epilogue
+        return fail(why, "an atomic add");
       case HTR_KIR_OP_SPLAT:
         splat_of[r] = op.operands[0];
         break;

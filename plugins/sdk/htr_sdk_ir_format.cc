@@ -78,7 +78,7 @@ const char* opcode_name(uint16_t op) {
       "?",     "program_id", "num_programs", "const", "arange", "splat", "broadcast",
       "expand_dims", "ptr_add", "load", "store", "add", "sub", "mul", "div", "rem", "max",
       "min",   "and",  "or",   "neg",  "abs",   "exp",  "log", "sqrt", "rsqrt", "tanh",
-      "erf",   "not",  "cmp",  "select", "cast", "reduce", "dot", "for", "yield"};
+      "erf",   "not",  "cmp",  "select", "cast", "reduce", "dot", "for", "yield", "atomic_add"};
   return op < HTR_KIR_OP_COUNT_ ? names[op] : "?";
 }
 

@@ -673,11 +673,20 @@ class GlslRenderer {
         name_[r] = vn(r);
         break;
       }
-      case HTR_KIR_OP_STORE: {
+      case HTR_KIR_OP_STORE:
+      case HTR_KIR_OP_ATOMIC_ADD: {
+        // An atomic add goes element by element (each invocation its own elements in workgroup
+        // mode, a scalar by invocation 0), never through the register epilogues: i32 by
+        // atomicAdd, f32 by htr_atomic_addf (a compare-and-swap loop on the float's bits: core
+        // GLSL, no float-atomic device feature).
+        const bool atomic = op.opcode == HTR_KIR_OP_ATOMIC_ADD;
         const uint32_t p = in(0);
         const htr_dtype_t d = type(p).dtype;
+        if (atomic && d == HTR_DTYPE_F32) declare_atomic_addf();
         auto body = [&](const std::string& e) {
-          std::string st = store(d, at(p, e), at(in(1), e));
+          std::string st = !atomic ? store(d, at(p, e), at(in(1), e))
+                           : d == HTR_DTYPE_F32 ? "htr_atomic_addf(" + at(p, e) + ", " + at(in(1), e) + ");"
+                                                : "atomicAdd(BI32(" + at(p, e) + ").v, " + at(in(1), e) + ");";
           if (op.operands.size() > 2) st = "if (" + at(in(2), e) + ") { " + st + " }";
           return st;
         };
@@ -689,7 +698,7 @@ class GlslRenderer {
           bool at_e = false;
           const std::vector<uint32_t> ids = referenced(b, e, &at_e);
           const Type& pt = type(p);
-          auto it = ids.size() == 1 ? pending_.find(ids[0]) : pending_.end();
+          auto it = ids.size() == 1 && !atomic ? pending_.find(ids[0]) : pending_.end();
           if (at_e && it != pending_.end() && pt.rank == 2 && pt.shape[0] == it->second.M &&
               pt.shape[1] == it->second.N && it->second.coop) {
             coop_epilogue(it->second, b, e, ids[0]);
@@ -1016,6 +1025,22 @@ class GlslRenderer {
       return "false";
     return "(int64_t(" + st + ") == 1l)";
   }
+  // htr_atomic_addf(address, x) and the uint view of memory it swaps through, on first use.
+  void declare_atomic_addf() {
+    if (need_atomicf_) return;
+    need_atomicf_ = true;
+    globals_ +=
+        "layout(buffer_reference, std430, buffer_reference_align = 4) buffer BU32 { uint v; };\n"
+        "void htr_atomic_addf(uint64_t p, float x) {\n"
+        "  BU32 b = BU32(p);\n"
+        "  uint old = b.v;\n"
+        "  for (;;) {\n"
+        "    uint seen = atomicCompSwap(b.v, old, floatBitsToUint(uintBitsToFloat(old) + x));\n"
+        "    if (seen == old) break;\n"
+        "    old = seen;\n"
+        "  }\n"
+        "}\n";
+  }
   // GlslGroups::group_load, declaring the 16-byte buffer reference type on first use.
   std::string group_load(const Op& lop, const std::string& e0, const std::string& ok, int per, const std::string& w) {
     if (!need_v4_) {
@@ -1045,7 +1070,7 @@ class GlslRenderer {
     const uint32_t nres = static_cast<uint32_t>(fo.results.size());
     const uint32_t iv = a_.first_value[fi] + nres;
     for (uint32_t q = li + 1; q < a_.body_end[fi]; ++q) {
-      if (k_.ops[q].opcode == HTR_KIR_OP_STORE) return false;
+      if (k_.ops[q].opcode == HTR_KIR_OP_STORE || k_.ops[q].opcode == HTR_KIR_OP_ATOMIC_ADD) return false;
       if (k_.ops[q].opcode == HTR_KIR_OP_DOT) break;
     }
     std::vector<uint32_t> work(k_.ops[li].operands.begin(), k_.ops[li].operands.end());
@@ -1343,6 +1368,7 @@ class GlslRenderer {
   const uint32_t cm_m_, cm_n_, cm_k_, sg_;  // cooperative shape, subgroup size (0: off)
   const bool vec_, vec32_, prefetch_;       // GlslOptions::vector_loads, vector_loads_f32, prefetch
   const bool micro_vec4_;                   // GlslOptions::micro_vec4
+  bool need_atomicf_ = false;  // BU32 and htr_atomic_addf declared
   bool need_v4_ = false;                    // BV4 (16-byte buffer reference) declared
   std::map<uint32_t, size_t> loop_pos_;     // FOR op -> offset in s_ of its `for` line
   std::map<uint32_t, uint32_t> deferred_;   // f16 operand tile -> its LOAD op, loaded at the dot

@@ -40,7 +40,10 @@
  *   - pointers are 64-bit buffer device addresses (GL_EXT_buffer_reference);
  *     ptr_add scales by the element size; loads/stores go through one
  *     buffer_reference block type per dtype; masked-off lanes never touch
- *     memory (explicit if, not a select);
+ *     memory (explicit if, not a select); atomic_add (IR 1.1) is element
+ *     by element, i32 through atomicAdd, f32 through a compare-and-swap loop
+ *     (atomicCompSwap on the uint view of the word: core GLSL, no
+ *     float-atomic device feature);
  *   - tiles are arrays when materialized, otherwise expressions
  *     recomputed per element (splat, arange, broadcast, expand_dims and
  *     elementwise chains stay virtual until an expression grows past a

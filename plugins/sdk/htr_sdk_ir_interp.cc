@@ -191,6 +191,7 @@ class Run {
   Status exec(uint32_t i) {
     const Op& op = k_.ops[i];
     if (op.opcode == HTR_KIR_OP_STORE) return store(i);
+    if (op.opcode == HTR_KIR_OP_ATOMIC_ADD) return atomic_add(i);
     const uint32_t r = a_.first_value[i];
     const Type& rt = T(r);
     const size_t n = static_cast<size_t>(rt.numel());
@@ -432,6 +433,37 @@ class Run {
       if (!inside(p, es, true)) return oob(i, p, true);
       if (uses_f(vt)) store1(pt.dtype, p, F(op.operands[1], e), 0);
       else store1(pt.dtype, p, 0, I(op.operands[1], e));
+    }
+    return Status();
+  }
+
+  // *p += value for every unmasked element, one element at a time, each add atomic: the cpu
+  // plugin runs ranges of programs on several threads at once (one Run each), all adding into
+  // the same buffers. f32: a compare-and-swap loop on the float's bits (the add rounded to f32);
+  // i32: a wrapping fetch-add. The address must lie in a writable buffer and be aligned to 4.
+  Status atomic_add(uint32_t i) {
+    const Op& op = k_.ops[i];
+    const Type& pt = T(op.operands[0]);
+    const size_t n = static_cast<size_t>(pt.numel());
+    for (size_t e = 0; e < n; ++e) {
+      if (op.operands.size() == 3 && I(op.operands[2], e) == 0) continue;
+      const uintptr_t p = static_cast<uintptr_t>(I(op.operands[0], e));
+      if (!inside(p, 4, true)) return oob(i, p, true);
+      if (p % 4 != 0)
+        return error(HTR_STATUS_INVALID_ARGUMENT, "kernel %s: op %u (atomic_add) address 0x%llx is not 4-byte aligned",
+                     k_.name.c_str(), i, static_cast<unsigned long long>(p));
+      if (pt.dtype == HTR_DTYPE_F32) {
+        float* const dst = reinterpret_cast<float*>(p);
+        const float x = static_cast<float>(F(op.operands[1], e));
+        float old, want;
+        __atomic_load(dst, &old, __ATOMIC_RELAXED);
+        do {
+          want = old + x;
+        } while (!__atomic_compare_exchange(dst, &old, &want, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+      } else {
+        uint32_t* const dst = reinterpret_cast<uint32_t*>(p);  // unsigned: the add wraps
+        __atomic_fetch_add(dst, static_cast<uint32_t>(I(op.operands[1], e)), __ATOMIC_RELAXED);
+      }
     }
     return Status();
   }

@@ -13,6 +13,9 @@
  * Thread safety: run() is const and keeps its state on the stack; several
  * threads may run disjoint program ranges of one Interpreter at once (the
  * kernel's own stores decide whether that is a race, as on any device).
+ * atomic_add is atomic across such threads (a compare-and-swap loop for
+ * f32, a fetch-add for i32; the address must be 4-byte aligned, else
+ * INVALID_ARGUMENT).
  */
 #ifndef HTR_SDK_IR_INTERP_H_
 #define HTR_SDK_IR_INTERP_H_

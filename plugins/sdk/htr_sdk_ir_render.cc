@@ -117,6 +117,17 @@ HTR_INLINE int64_t htr_hi(int64_t n1, int64_t c) { return c > 0 ? n1 * c : 0; }
 HTR_INLINE bool htr_in_i32(int64_t lo, int64_t hi) { return lo >= INT32_MIN && hi <= INT32_MAX; }
 HTR_INLINE int64_t htr_max64(int64_t a, int64_t b) { return a > b ? a : b; }
 HTR_INLINE int64_t htr_min64(int64_t a, int64_t b) { return a < b ? a : b; }
+// atomic_add (IR 1.1): *p += x atomically against the other pool threads running programs of the
+// launch (relaxed: the adds are seen once the launch has joined). f32 through a compare-and-swap
+// loop on the float's bits (each add rounded to f32), i32 as a wrapping fetch-add.
+HTR_INLINE void htr_atomic_addf(float* p, float x) {
+  float old, want;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  do {
+    want = old + x;
+  } while (!__atomic_compare_exchange(p, &old, &want, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+}
+HTR_INLINE void htr_atomic_addi(int32_t* p, int32_t x) { __atomic_fetch_add((uint32_t*)p, (uint32_t)x, __ATOMIC_RELAXED); }
 #if defined(__clang__)
 #define HTR_UNROLL _Pragma("unroll")
 #else
@@ -222,6 +233,9 @@ Dialect make_cxx() {
       default: return "?";
     }
   };
+  d.atomic_add = [](htr_dtype_t t, const std::string& p, const std::string& x) {
+    return std::string(t == HTR_DTYPE_F32 ? "htr_atomic_addf(" : "htr_atomic_addi(") + p + ", " + x + ");";
+  };
   return d;
 }
 
@@ -255,6 +269,10 @@ class Renderer {
       }
       pre += "    const " + d_.compute_type(arg.dtype) + " " + v(static_cast<uint32_t>(i)) + " = " + value + ";\n";
     }
+    for (size_t i = 0; i < k_.ops.size(); ++i)
+      if (k_.ops[i].opcode == HTR_KIR_OP_ATOMIC_ADD && !d_.atomic_add)
+        return error(HTR_STATUS_UNIMPLEMENTED, "kernel %s: op %zu (atomic_add): the %s dialect has no atomic add",
+                     k_.name.c_str(), i, d_.name.c_str());
     out->entry = "htr_k_" + k_.name;
     prepare();
     s_ = d_.prelude + "\n" + d_.entry_open(out->entry, params) + pre;
@@ -359,7 +377,8 @@ class Renderer {
       const Op& c = k_.ops[static_cast<size_t>(consumer[r])];
       if (op_scope_[static_cast<size_t>(consumer[r])] != scope_[r]) continue;
       bool ok = is_pure(c.opcode) || c.opcode == HTR_KIR_OP_REDUCE || c.opcode == HTR_KIR_OP_BROADCAST;
-      if (c.opcode == HTR_KIR_OP_STORE) ok = c.operands.size() > 1 && c.operands[1] == r;
+      if (c.opcode == HTR_KIR_OP_STORE || c.opcode == HTR_KIR_OP_ATOMIC_ADD)
+        ok = c.operands.size() > 1 && c.operands[1] == r;
       inl_[r] = ok;
     }
     // Cheap index tiles (arange, and integer or bool arithmetic, compares and selects whose tile
@@ -571,14 +590,19 @@ class Renderer {
         });
         break;
       }
-      case HTR_KIR_OP_STORE: {
-        if (mem_plan(op).affine) {
+      case HTR_KIR_OP_STORE:
+      case HTR_KIR_OP_ATOMIC_ADD: {
+        // An atomic add goes element by element (never the affine copy path, never merged):
+        // elements of one tile may add into the same address, and every add must take effect.
+        const bool atomic = op.opcode == HTR_KIR_OP_ATOMIC_ADD;
+        if (!atomic && mem_plan(op).affine) {
           emit_mem(i, op, r);
           break;
         }
         const Type& t = type(in(0));
         const std::string e = t.is_tile() ? "e" : "";
-        std::string st = sp_.store_stmt(t.dtype, at(in(0), e), at(in(1), e));
+        std::string st = atomic ? d_.atomic_add(t.dtype, at(in(0), e), at(in(1), e))
+                                : sp_.store_stmt(t.dtype, at(in(0), e), at(in(1), e));
         if (op.operands.size() == 3) st = "if (" + at(in(2), e) + ") " + st;
         line(t.is_tile() ? d_.loop_open("e", t.numel()) + " " + st : st);
         break;

@@ -31,7 +31,8 @@
  * division or remainder by zero gives 0; float-to-int casts truncate and
  * saturate (NaN -> 0); max/min (elementwise and reductions) propagate NaN,
  * like torch.maximum; loads of masked-off lanes give
- * `other` (0 without it). The interpreter (htr_sdk_ir_interp.h) implements
+ * `other` (0 without it). atomic_add is one element at a time through
+ * Dialect::atomic_add, never through the affine (strided copy) path. The interpreter (htr_sdk_ir_interp.h) implements
  * exactly these semantics.
  *
  * Dialect: how a target spells types, math functions, the entry point,
@@ -92,6 +93,14 @@ struct Dialect {
   std::function<std::string(const std::string& ctype, const std::string& name, int64_t count)>
       tile_decl;
   std::function<std::string(uint16_t opcode)> float_fn;  // "expf", ...
+  // Statement adding `x` to `*p` atomically against every other element and
+  // program of the launch (ATOMIC_ADD, IR 1.1): `p` is a pointer expression
+  // to the storage type of f32 or i32, `x` of its compute type. Empty: the
+  // dialect has none and render() refuses a kernel with atomic_add
+  // (UNIMPLEMENTED). C++: the prelude's htr_atomic_addf (compare-and-swap
+  // loop on the float's bits) / htr_atomic_addi (fetch-add), since the cpu
+  // plugin runs programs on several threads; CUDA: atomicAdd.
+  std::function<std::string(htr_dtype_t d, const std::string& p, const std::string& x)> atomic_add;
 };
 
 const Dialect& cxx_dialect();

@@ -276,6 +276,18 @@ class Verifier {
           return fail("mask is %s, must be bool of the pointer's shape", T(op, 2).str().c_str());
         return Status();
       }
+      case HTR_KIR_OP_ATOMIC_ADD: {
+        if (!(s = counts(op, 2, 3, 0, 0)).ok()) return s;
+        const Type& p = T(op, 0);
+        if (!p.ptr) return fail("operand 0 is %s, must be a pointer", p.str().c_str());
+        if (p.dtype != HTR_DTYPE_F32 && p.dtype != HTR_DTYPE_I32)
+          return fail("pointer is %s, must point to f32 or i32", p.str().c_str());
+        const Type v = p.with_dtype(p.dtype, false);
+        if (T(op, 1) != v) return fail("value is %s, must be %s", T(op, 1).str().c_str(), v.str().c_str());
+        if (op.operands.size() == 3 && T(op, 2) != v.with_dtype(HTR_DTYPE_BOOL, false))
+          return fail("mask is %s, must be bool of the pointer's shape", T(op, 2).str().c_str());
+        return Status();
+      }
       case HTR_KIR_OP_ADD: case HTR_KIR_OP_SUB: case HTR_KIR_OP_MUL: case HTR_KIR_OP_DIV:
       case HTR_KIR_OP_REM: case HTR_KIR_OP_MAX: case HTR_KIR_OP_MIN: case HTR_KIR_OP_AND:
       case HTR_KIR_OP_OR: {

@@ -128,6 +128,11 @@ Dialect make_cuda() {
       default: return "?";
     }
   };
+  // atomicAdd(float*, float) and atomicAdd(int*, int) (int32_t is int here): every element, of
+  // every thread (program), takes effect.
+  d.atomic_add = [](htr_dtype_t, const std::string& p, const std::string& x) {
+    return "atomicAdd(" + p + ", " + x + ");";
+  };
   return d;
 }
 

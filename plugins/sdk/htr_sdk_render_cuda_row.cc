@@ -15,7 +15,8 @@
 // legal anywhere); scalar stores are done by thread 0. A barrier follows a
 // store when a later load or store (any, inside a loop) through the same
 // pointer argument (or an untraced pointer) could touch what another thread
-// stored.
+// stored. atomic_add is atomicAdd per element of the thread's own elements
+// (never the chunk path), a scalar one by thread 0.
 //
 // Same semantics as htr_sdk_ir_render.h (rounding of f16/bf16 after every op,
 // wrapping integers, NaN-propagating max/min, masked loads touch no memory);
@@ -182,9 +183,14 @@ class RowRenderer {
     // (any access, when the store is inside a loop) may touch what it wrote:
     // a load or store through the same argument, or an untraced pointer.
     // Readonly arguments are never stored through.
+    // An atomic add counts as a store here (conservative: a later plain store through the same
+    // argument must not overtake another thread's add).
+    auto writes = [&](size_t i) {
+      return k_.ops[i].opcode == HTR_KIR_OP_STORE || k_.ops[i].opcode == HTR_KIR_OP_ATOMIC_ADD;
+    };
     std::vector<int64_t> mem_base(k_.ops.size(), -2);  // -2: not a memory op
     for (size_t i = 0; i < k_.ops.size(); ++i)
-      if (k_.ops[i].opcode == HTR_KIR_OP_LOAD || k_.ops[i].opcode == HTR_KIR_OP_STORE)
+      if (k_.ops[i].opcode == HTR_KIR_OP_LOAD || writes(i))
         mem_base[i] = base(k_.ops[i].operands[0]);
     std::vector<bool> in_loop(k_.ops.size(), false);
     for (size_t i = 0; i < k_.ops.size(); ++i)
@@ -192,7 +198,7 @@ class RowRenderer {
         for (size_t j = i + 1; j < a_.body_end[i] && j < k_.ops.size(); ++j) in_loop[j] = true;
     sync_after_.assign(k_.ops.size(), false);
     for (size_t i = 0; i < k_.ops.size(); ++i) {
-      if (k_.ops[i].opcode != HTR_KIR_OP_STORE) continue;
+      if (!writes(i)) continue;
       for (size_t j = in_loop[i] ? 0 : i + 1; j < k_.ops.size() && !sync_after_[i]; ++j)
         if (j != i && mem_base[j] != -2 && (mem_base[j] < 0 || mem_base[i] < 0 || mem_base[j] == mem_base[i]))
           sync_after_[i] = true;
@@ -453,6 +459,17 @@ class RowRenderer {
         if (op.operands.size() == 3) st = "if (" + at(in(2)) + ") " + st;
         if (t.is_tile() && vector_ok(in(0))) emit_vector_store(op, st);
         else if (t.is_tile()) each(in(0), st);
+        else line("if (htr_tid == 0) { " + st + " }");
+        barrier_after_store(i);
+        break;
+      }
+      case HTR_KIR_OP_ATOMIC_ADD: {
+        // Element by element on the thread's own elements (never the vector chunk path: elements
+        // may add into one address, and every add takes effect); a scalar by thread 0.
+        const Type& t = type(in(0));
+        std::string st = d_.atomic_add(t.dtype, at(in(0)), at(in(1)));
+        if (op.operands.size() == 3) st = "if (" + at(in(2)) + ") " + st;
+        if (t.is_tile()) each(in(0), st);
         else line("if (htr_tid == 0) { " + st + " }");
         barrier_after_store(i);
         break;

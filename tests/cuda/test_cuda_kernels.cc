@@ -23,6 +23,7 @@
 #include "htr_sdk_ir_interp.h"
 #include "htr_sdk_render_cuda.h"
 #include "ops/kernels/kernels.h"
+#include "tests/kernels/atomic_ir.h"
 
 namespace {
 
@@ -165,6 +166,19 @@ std::vector<Case> Cases() {
     add("adamw", s, ir, {Ceil(n, 256), 1, 1},
         {T(HTR_DTYPE_F32, n), T(HTR_DTYPE_F32, n), T(HTR_DTYPE_F32, n), T(HTR_DTYPE_F32, n, 0, 1), T(HTR_DTYPE_F32, n),
          T(HTR_DTYPE_F32, n), T(HTR_DTYPE_F32, n), I(n), F(0.9), F(0.999), F(1e-8), F(0.99), F(1e-3), F(1.2)});
+  }
+  // atomic_add (IR 1.1; tests/kernels/atomic_ir.h): every program and many elements of one tile
+  // add into 5 bins (atomicAdd per element: the thread lowering, and the row lowering's own
+  // elements, never its vector chunks), straight-line and in a loop; the bins' f32 sums differ
+  // from the interpreter's serial order only by rounding.
+  for (htr_dtype_t dt : {HTR_DTYPE_F32, HTR_DTYPE_I32}) {
+    for (int32_t iters : {1, 3}) {
+      auto s = atomic_test::BuildScatterAdd(dt, 64, iters, &ir);
+      const char* name = dt == HTR_DTYPE_F32 ? (iters == 1 ? "scatter_add_f32" : "scatter_add_f32_loop")
+                                             : (iters == 1 ? "scatter_add_i32" : "scatter_add_i32_loop");
+      add(name, s, ir, {Ceil(n, 64 * iters), 1, 1},
+          {T(dt, n, -1000, 1000), T(HTR_DTYPE_I32, n, 0, 5), T(dt, 5, -10, 10), T(HTR_DTYPE_I32, 1, 0, 1), I(n)});
+    }
   }
   return cs;
 }

@@ -4,7 +4,9 @@
 // kernel compiled with its shape scalars specialized; and malformed IR (truncated bytes, bad magic,
 // another major version, verifier failures) rejected with INVALID_ARGUMENT (INCOMPATIBLE for the
 // major) without crashing. A plugin without the kernel entries, or whose device does not advertise
-// HTR_CAP_KERNEL_IR, gets one SKIP per case naming why.
+// HTR_CAP_KERNEL_IR, gets one SKIP per case naming why. The atomic_add cases (IR 1.1) scatter-add
+// from every program into a few bins; a plugin that answers UNIMPLEMENTED for the opcode skips
+// them with its reason.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -14,6 +16,7 @@
 
 #include "fixture.h"
 #include "ops/kernels/kernels.h"
+#include "ops/lang/lang.h"
 #include "plugins/sdk/htr_sdk_ir.h"
 #include "registry.h"
 #include "status_util.h"
@@ -31,7 +34,8 @@ struct Buf {
   bool output = false;
   bool exact = false;
   double rel = 0;  // > 0: also |got - expect| <= rel * |expect| per element (plus FLT_MIN-scale slack)
-  std::vector<double> expect;
+  std::vector<double> tol;  // non-empty: also |got - expect| <= tol per element
+  std::vector<double> expect;  // outputs; is_int outputs are compared exactly
 };
 
 struct Arg {
@@ -48,6 +52,7 @@ struct KCase {
   uint32_t grid[3] = {1, 1, 1};
   std::vector<Buf> bufs;
   std::vector<Arg> args;
+  bool may_be_unimplemented = false;  // compile answering UNIMPLEMENTED skips (an optional opcode)
 };
 
 std::vector<float> Rand(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
@@ -97,6 +102,64 @@ Arg F(double v) {
 }
 
 uint32_t Ceil(int64_t n, int64_t b) { return static_cast<uint32_t>((n + b - 1) / b); }
+
+// atomic_add (IR 1.1): out[bin[i]] += x[i] for i < n, each program taking tiles of `block`
+// elements from its id on, num_programs tiles apart (a loop with run-time bounds), so every
+// program and many elements of one tile add into the same bins. Masked-off lanes read the bin
+// 1 << 24, far outside `out`: the add must touch nothing there. Args: x, bin (i32), out, n.
+K::Status BuildBinnedAdd(htr_dtype_t dt, int32_t block, std::vector<uint8_t>* ir) {
+  using htr::lang::Value;
+  htr::lang::Builder b(dt == HTR_DTYPE_I32 ? "conform_binned_add_i32" : "conform_binned_add_f32");
+  Value x = b.arg_ptr("x", dt, true);
+  Value bin = b.arg_ptr("bin", HTR_DTYPE_I32, true);
+  Value out = b.arg_ptr("out", dt);
+  Value n = b.arg_scalar("n", HTR_DTYPE_I32);
+  b.for_range(b.program_id(0) * block, n, b.num_programs(0) * block, {}, [&](Value t, const std::vector<Value>&) {
+    Value i = t + b.arange(0, block);
+    Value m = i < n;
+    b.atomic_add(out + b.load(bin + i, m, b.i32(1 << 24)), b.load(x + i, m), m);
+    return std::vector<Value>{};
+  });
+  return b.serialize(ir);
+}
+
+// Binned-add cases: 4099 elements over 16 programs into 3 bins, f32 (each bin within 1e-5 of the
+// sum of |x| it received: the order of the adds is unspecified) and i32 (exact).
+void AddAtomicCases(std::vector<KCase>* v) {
+  const int n = 4099, bins = 3;
+  std::mt19937 g(21);
+  std::vector<int32_t> bin(n), xi(n);
+  std::vector<float> xf(n);
+  for (int k = 0; k < n; ++k) {
+    bin[k] = static_cast<int32_t>(g() % bins);
+    xi[k] = static_cast<int32_t>(g() % 2001) - 1000;
+    xf[k] = static_cast<float>(xi[k]) / 64.0f + 0.1f;
+  }
+  for (htr_dtype_t dt : {HTR_DTYPE_F32, HTR_DTYPE_I32}) {
+    const bool is_i = dt == HTR_DTYPE_I32;
+    Buf out;
+    out.output = true;
+    out.is_int = is_i;
+    out.f = {2.5f, -1.0f, 0.0f};
+    out.i = {7, -8, 9};
+    std::vector<double> mag(bins, 0);
+    for (int b = 0; b < bins; ++b) out.expect.push_back(is_i ? out.i[b] : out.f[b]);
+    for (int k = 0; k < n; ++k) {
+      out.expect[bin[k]] += is_i ? xi[k] : xf[k];
+      mag[bin[k]] += std::fabs(is_i ? xi[k] : xf[k]);
+    }
+    if (!is_i)
+      for (int b = 0; b < bins; ++b) out.tol.push_back(1e-5 * mag[b]);
+    KCase c;
+    c.name = is_i ? "atomic_add_i32_bins" : "atomic_add_f32_bins";
+    c.build = [dt](std::vector<uint8_t>* ir) { return BuildBinnedAdd(dt, 128, ir); };
+    c.grid[0] = 16;
+    c.bufs = {is_i ? InInt(xi) : In(xf), InInt(bin), out};
+    c.args = {B(0), B(1), B(2), I(n)};
+    c.may_be_unimplemented = true;
+    v->push_back(std::move(c));
+  }
+}
 
 std::vector<KCase> Cases() {
   std::vector<KCase> v;
@@ -410,6 +473,7 @@ std::vector<KCase> Cases() {
     c.args = {B(0), B(1), B(2), I(M, s), I(N, s), I(Kd, s), I(Kd, s), I(1, s), I(N, s), I(1, s), I(N, s), I(1, s)};
     v.push_back(std::move(c));
   }
+  AddAtomicCases(&v);
   return v;
 }
 
@@ -455,7 +519,10 @@ Outcome RunCase(Context& ctx, const KCase& c) {
     spec.push_back(s);
   }
   htr_plugin_kernel_t* kernel = nullptr;
-  CONFORM_OK(Compile(api, fx.dev.get(), ir, spec, &kernel));
+  htr_status_t cs = Compile(api, fx.dev.get(), ir, spec, &kernel);
+  if (cs != nullptr && c.may_be_unimplemented && htr_status_code(cs) == HTR_STATUS_UNIMPLEMENTED)
+    return Outcome::Skip("kernel_compile: " + TakeDescription(cs));
+  CONFORM_OK(cs);
   struct KernelGuard {
     const htr_plugin_api_t* api;
     htr_plugin_kernel_t* k;
@@ -489,6 +556,17 @@ Outcome RunCase(Context& ctx, const KCase& c) {
   for (size_t bi = 0; bi < c.bufs.size(); ++bi) {
     const Buf& b = c.bufs[bi];
     if (!b.output) continue;
+    if (b.is_int) {
+      std::vector<uint8_t> got_bytes(b.i.size() * 4);
+      CONFORM_DO(fx.Download(bufs[bi].get(), 0, &got_bytes));
+      std::vector<int32_t> got(b.i.size());
+      std::memcpy(got.data(), got_bytes.data(), got_bytes.size());
+      for (size_t k = 0; k < got.size(); ++k)
+        CONFORM_REQUIRE(got[k] == b.expect[k], "output " + std::to_string(bi) + " at " + std::to_string(k) + ": " +
+                                                   std::to_string(got[k]) + " vs " + std::to_string(b.expect[k]));
+      note += std::string(note.empty() ? "" : ", ") + "out" + std::to_string(bi) + " exact";
+      continue;
+    }
     std::vector<uint8_t> got_bytes(b.f.size() * 4);
     CONFORM_DO(fx.Download(bufs[bi].get(), 0, &got_bytes));
     std::vector<float> got(b.f.size());
@@ -503,6 +581,10 @@ Outcome RunCase(Context& ctx, const KCase& c) {
         CONFORM_REQUIRE(std::fabs(got[k] - b.expect[k]) <= b.rel * std::fabs(b.expect[k]) + 1e-44,
                         "output " + std::to_string(bi) + " at " + std::to_string(k) + ": " + std::to_string(got[k]) +
                             " vs " + std::to_string(b.expect[k]) + " (relative bound " + std::to_string(b.rel) + ")");
+      if (!b.tol.empty())
+        CONFORM_REQUIRE(std::fabs(got[k] - b.expect[k]) <= b.tol[k],
+                        "output " + std::to_string(bi) + " at " + std::to_string(k) + ": " + std::to_string(got[k]) +
+                            " vs " + std::to_string(b.expect[k]) + " (bound " + std::to_string(b.tol[k]) + ")");
       err += (got[k] - b.expect[k]) * (got[k] - b.expect[k]);
       ref += b.expect[k] * b.expect[k];
     }
