@@ -90,15 +90,21 @@ Status BuildAttentionBackwardDq(const AttentionConfig& cfg, std::vector<uint8_t>
   return b.serialize(ir);
 }
 
-Status BuildAttentionBackwardDkDv(const AttentionConfig& cfg, std::vector<uint8_t>* ir) {
+namespace {
+
+// The dK/dV kernel; with `dq_atomic` (attention_backward_dkdvq, the one-pass form of
+// attention_backward_atomic.cc) it also takes the f32 dQ accumulator `dqacc` (after delta) and
+// adds dQ^T = K^T dS^T into it per query tile (rows b*h*T + t, D columns, unscaled).
+Status BuildDkDv(const AttentionConfig& cfg, bool dq_atomic, std::vector<uint8_t>* ir) {
   const htr_dtype_t dt = cfg.dtype;
   const int32_t BM = static_cast<int32_t>(cfg.bm), BN = static_cast<int32_t>(cfg.bn),
                 BD = static_cast<int32_t>(cfg.bd);
-  Builder b("attention_backward_dkdv");
+  Builder b(dq_atomic ? "attention_backward_dkdvq" : "attention_backward_dkdv");
   AttnTensor q = AttnPtr(b, "q", dt, true), k = AttnPtr(b, "k", dt, true), v = AttnPtr(b, "v", dt, true),
              dout = AttnPtr(b, "do", dt, true);
   Value LSE = b.arg_ptr("lse", HTR_DTYPE_F32, true);
   Value DELTA = b.arg_ptr("delta", HTR_DTYPE_F32, true);
+  Value DQA = dq_atomic ? b.arg_ptr("dqacc", HTR_DTYPE_F32) : Value();
   AttnTensor dk = AttnPtr(b, "dk", dt, false), dv = AttnPtr(b, "dv", dt, false);
   Value H = b.arg_scalar("H", HTR_DTYPE_I32), T = b.arg_scalar("T", HTR_DTYPE_I32),
         D = b.arg_scalar("D", HTR_DTYPE_I32), scale = b.arg_scalar("scale", HTR_DTYPE_F32);
@@ -125,10 +131,17 @@ Status BuildAttentionBackwardDkDv(const AttentionConfig& cfg, std::vector<uint8_
   Value rd = b.arange(0, BD);
   Value rdr = b.expand_dims(rd, 0), rdc = b.expand_dims(rd, 1);
   Value mask = (rn2 < T) & (rdr < D);
-  Value ktile = b.load(k.ptr + (AttnBase(k, bi, hi) + (rn2 * k.st + rdr * k.sd)), mask);  // [BN,BD]
+  Value kb = AttnBase(k, bi, hi);  // one value: K^T below is K's tile transposed, provably
+  Value ktile = b.load(k.ptr + (kb + (rn2 * k.st + rdr * k.sd)), mask);  // [BN,BD]
   Value vtile = b.load(v.ptr + (AttnBase(v, bi, hi) + (rn2 * v.st + rdr * v.sd)), mask);  // [BN,BD]
+  Value kT;  // [BD,BN], the dQ product's A operand (the lowering reads K's staged tile transposed)
+  if (dq_atomic) {
+    Value rnr = b.expand_dims(rn, 0);
+    kT = b.load(k.ptr + (kb + (rdc * k.sd + rnr * k.st)), (rdc < D) & (rnr < T));
+  }
   Value rm0 = b.arange(0, BM);
   Value start = (kt * BN / BM) * BM;  // the first query tile that reaches this key tile
+  Value dqa_b = dq_atomic ? bh * T * D : Value();
   Value zero_acc = b.zeros({cfg.bn, cfg.bd}, HTR_DTYPE_F32);
   auto out = b.for_range(start, T, b.i32(BM), {zero_acc, zero_acc},
                          [&](Value m0, const std::vector<Value>& c) {
@@ -149,13 +162,31 @@ Status BuildAttentionBackwardDkDv(const AttentionConfig& cfg, std::vector<uint8_
     Value dpT = b.dot(vtile, doT, zero);
     Value dsT = pT * (dpT - delta);
     Value qtile = b.load(q.ptr + (qb + (rmc * q.st + rdr * q.sd)), rowmask);  // [BM,BD]
-    Value dkn = b.dot(b.cast(dsT, dt), qtile, c[0]);
+    Value ds16 = b.cast(dsT, dt);
+    Value dkn = b.dot(ds16, qtile, c[0]);
+    if (dq_atomic) {  // dQ^T [BD,BM] = K^T dS^T, added to rows rm, columns d of the accumulator
+      Value dqT = b.dot(kT, ds16, b.zeros({cfg.bd, cfg.bm}, HTR_DTYPE_F32));
+      b.atomic_add(DQA + (dqa_b + (rmr * D + rdc)), dqT, tmask);
+    }
     return std::vector<Value>{dkn, dvn};
   });
   if (!b.ok()) return b.status();
   b.store(dk.ptr + (AttnBase(dk, bi, hi) + (rn2 * dk.st + rdr * dk.sd)), b.cast(out[0] * scale, dt), mask);
   b.store(dv.ptr + (AttnBase(dv, bi, hi) + (rn2 * dv.st + rdr * dv.sd)), b.cast(out[1], dt), mask);
   return b.serialize(ir);
+}
+
+}  // namespace
+
+Status BuildAttentionBackwardDkDv(const AttentionConfig& cfg, std::vector<uint8_t>* ir) {
+  return BuildDkDv(cfg, false, ir);
+}
+
+Status BuildAttentionBackwardDkDvQ(const AttentionConfig& cfg, std::vector<uint8_t>* ir) {
+  if (cfg.bd != cfg.bn)
+    return Status{HTR_STATUS_INVALID_ARGUMENT, "attention_backward_dkdvq needs bd == bn (bd " +
+                                                   std::to_string(cfg.bd) + ", bn " + std::to_string(cfg.bn) + ")"};
+  return BuildDkDv(cfg, true, ir);
 }
 
 Status BuildAttentionBackward(const AttentionConfig& cfg, std::vector<uint8_t>* ir) {

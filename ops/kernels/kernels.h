@@ -93,6 +93,15 @@
 //               accumulated in place). Args: q, k, v, o, do, lse, delta, dq,
 //               dk, dv, H, T, D, scale, stride_{q,k,v,o,do,dq,dk,dv}_{b,h,t,d}.
 //               Grid: (B*H, 1, 1).
+//   attention_backward_prep  delta (f32 [B*H*T]) and dqacc (f32 [B*H*T, D])
+//               zeroed. Args: o, do, delta, dqacc, BHT (= B*H*T), H, T, D,
+//               scale (unused), stride_{o,do}_{b,h,t,d}. Grid: (ceil(BHT/rows)).
+//   attention_backward_dkdvq  dk, dv as dkdv, and dq * (1/scale) added
+//               atomically into dqacc (rows b*h*T + t, D columns). Args: q, k,
+//               v, do, lse, delta, dqacc, dk, dv, H, T, D, scale,
+//               stride_{q,k,v,do,dk,dv}_{b,h,t,d}. Grid: (ceil(T/bn), B*H, 1).
+//   attention_backward_dq_finish  dq = dqacc * scale. Args: dqacc, dq, BHT, H,
+//               T, D, scale, stride_dq_{b,h,t,d}. Grid: (ceil(BHT/rows)).
 #ifndef HTR_OPS_KERNELS_KERNELS_H_
 #define HTR_OPS_KERNELS_KERNELS_H_
 
@@ -213,6 +222,12 @@ Status BuildAttentionForward(const AttentionConfig& config, std::vector<uint8_t>
 Status BuildAttentionBackwardDq(const AttentionConfig& config, std::vector<uint8_t>* ir);
 Status BuildAttentionBackwardDkDv(const AttentionConfig& config, std::vector<uint8_t>* ir);
 Status BuildAttentionBackward(const AttentionConfig& config, std::vector<uint8_t>* ir);
+// The one-pass GPU form (attention_backward_atomic.cc): prep (delta, the f32 dQ accumulator
+// zeroed; `rows` rows b*h*T + t a program), dkdvq (dK, dV and dQ added atomically into the
+// accumulator; needs bd == bn), dq_finish (dq = accumulator * scale; `rows` rows a program).
+Status BuildAttentionBackwardPrep(const AttentionConfig& config, uint32_t rows, std::vector<uint8_t>* ir);
+Status BuildAttentionBackwardDkDvQ(const AttentionConfig& config, std::vector<uint8_t>* ir);
+Status BuildAttentionBackwardDqFinish(const AttentionConfig& config, uint32_t rows, std::vector<uint8_t>* ir);
 
 }  // namespace htr::kernels
 

@@ -198,6 +198,12 @@ HTR_INLINE void htr_at_lda(uint32_t (&a)[4], uint32_t sm, int K, int r0, int kk,
   const int CH = K / 8, r = r0 + (lane & 15), c = kk * 2 + (lane >> 4);
   htr_ldm4(a, sm + (uint32_t)(r * CH + htr_swz(r, c, CH)) * 16u);
 }
+// A fragments for rows r0..r0+15 of an [M][K] operand read from a [K][M] tile staged row-major
+// (swizzled): the transposed operand's own buffer (ldmatrix.trans; K^T from K's tile).
+HTR_INLINE void htr_at_lda_t(uint32_t (&a)[4], uint32_t sm, int M, int r0, int kk, int lane) {
+  const int CH = M / 8, j = lane >> 3, k = kk * 16 + (lane & 7) + ((j >> 1) << 3), c = (r0 >> 3) + (j & 1);
+  htr_ldm4t(a, sm + (uint32_t)(k * CH + htr_swz(k, c, CH)) * 16u);
+}
 // B fragments of k16-step kk and n8 tiles 2p, 2p+1 of a [K][N] tile staged
 // row-major (tr false) or as [N][K] (tr true): t = {b[2p][0], b[2p][1],
 // b[2p+1][0], b[2p+1][1]}.
@@ -225,6 +231,7 @@ class AttnRenderer {
   bool plan(const CudaTarget& t, std::string* why) {
     const size_t nv = a_.value_types.size();
     need_.assign(nv, 0);
+    regb_.assign(nv, false);
     producer_.assign(nv, UINT32_MAX);
     for (uint32_t i = 0; i < k_.ops.size(); ++i) {
       const uint32_t n = defined_count(k_.ops[i]);
@@ -276,6 +283,12 @@ class AttnRenderer {
         if (!type(fo.operands[3 + c]).is_tile()) return no(why, "a loop carries a scalar");
       for (uint32_t i = for_op_ + 1; i + 1 < a_.body_end[for_op_]; ++i)
         if (k_.ops[i].opcode == HTR_KIR_OP_STORE) return no(why, "a store inside the loop");
+    }
+    for (uint32_t i = 0; i < k_.ops.size(); ++i) {
+      const Op& op = k_.ops[i];
+      if (op.opcode != HTR_KIR_OP_ATOMIC_ADD) continue;
+      const Type& tv = type(op.operands[1]);
+      if (tv.is_tile() && natural(tv) == kFrag && tv.shape[0] != R_) return no(why, "an atomic add of a tile that is not [R,n]");
     }
     // One 16-row slab per warp up to the target's warps per block (8 by default: R = 128 runs as
     // 8 warps; HTR_CUDA_BLOCK_WARPS=4 makes it 4 warps of 32 rows each, FA2's arrangement).
@@ -338,6 +351,20 @@ class AttnRenderer {
         }
       }
     }
+    for (uint32_t id = 0; id < nv; ++id) {
+      if (!regb_[id]) continue;
+      const Type& ty = type(id);
+      if (ty.dtype != HTR_DTYPE_BF16 && ty.dtype != HTR_DTYPE_F16) return no(why, "a dot's B operand is not 16-bit");
+      if (ty.shape[1] % 16) return no(why, "a B operand from registers is not [R,16n]");
+      Region r;
+      r.value = id;
+      r.bop = true;
+      r.reg = true;
+      r.bytes = ty.shape[0] * ty.shape[1] * 2;
+      r.offset = smem_;
+      smem_ += r.bytes;
+      regions_.push_back(r);
+    }
     for (size_t y = 0; y < regions_.size(); ++y) {
       Region& ry = regions_[y];
       if (!ry.in_loop || !ry.bop) continue;
@@ -364,14 +391,29 @@ class AttnRenderer {
     // 96 KB) and two blocks share an SM (H200, B8 H12 T4096: bwd 8.15 -> 5.76 ms). Below that
     // the run-time form stays: at D = 64 the static form made ptxas give the specialized dQ
     // kernel 228 registers instead of 168 (2 blocks per SM instead of 3; dQ 0.116 -> 0.132 ms).
+    for (size_t y = 0; y < regions_.size(); ++y) {
+      Region& ry = regions_[y];
+      if (ry.in_loop || ry.bop || ry.reg) continue;
+      const Type& ty = type(ry.value);
+      for (size_t x = 0; x < y; ++x) {
+        const Region& rx = regions_[x];
+        if (rx.in_loop || rx.bop || rx.reg || rx.atwin >= 0) continue;
+        const Type& tx = type(rx.value);
+        if (tx.dtype != ty.dtype || tx.shape[0] != ty.shape[1] || tx.shape[1] != ty.shape[0] || tx.shape[1] % 16 ||
+            !same_transposed(k_.ops[producer_[rx.value]], k_.ops[producer_[ry.value]]))
+          continue;
+        ry.atwin = static_cast<int>(x);
+        break;
+      }
+    }
     uint32_t full = 0;
-    for (const Region& r : regions_) full += r.bytes * (r.in_loop ? 2 : 1);
+    for (const Region& r : regions_) full += r.atwin >= 0 ? 0 : r.bytes * (r.in_loop ? 2 : 1);
     if (2 * full <= t.smem_bytes)
       for (Region& r : regions_) r.same = false;
     smem_ = 0;
     for (Region& r : regions_) {
       r.offset = smem_;
-      if (!r.same) smem_ += r.bytes * (r.in_loop ? 2 : 1);
+      if (!r.same && r.atwin < 0) smem_ += r.bytes * (r.in_loop ? 2 : 1);
     }
     // Programs are independent, so blocks may take them in any order: where the loop's trip count
     // grows with program_id(0) (causal query tiles), the longest programs start first.
@@ -438,6 +480,15 @@ class AttnRenderer {
   struct Region {
     uint32_t value = 0;
     bool bop = false, in_loop = false;
+    // A B operand computed in registers (a cast of an f32 FRAG tile, dS^T in the one-pass
+    // backward): one buffer, written where the cast is (stage_reg) between two barriers' worth
+    // of safety: the loop's iteration barrier orders the previous iteration's reads before it,
+    // and a barrier after the write orders it before this iteration's dot.
+    bool reg = false;
+    // An A operand outside the loop whose load is another such A operand's transposed, proven
+    // (same_transposed): that region's index; no buffer, its fragments are read from the
+    // partner's bytes with ldmatrix.trans (htr_at_lda_t: K^T in the one-pass backward).
+    int atwin = -1;
     uint32_t bytes = 0, offset = 0;
     // For a loop B region whose tile is another loop B region's transposed (same pointer
     // argument, shapes [a,b] and [b,a]: K^T and K, Q^T and Q): that region's index. Where the
@@ -543,7 +594,7 @@ class AttnRenderer {
     const Op& op = k_.ops[i];
     const uint32_t r = op.results.empty() ? 0 : a_.first_value[i];
     switch (op.opcode) {
-      case HTR_KIR_OP_STORE: {
+      case HTR_KIR_OP_STORE: case HTR_KIR_OP_ATOMIC_ADD: {
         const Type& tv = type(op.operands[1]);
         uint8_t l = 0;
         if (!tv.is_tile()) return true;
@@ -597,7 +648,8 @@ class AttnRenderer {
           if (l != kFrag) return no(why, "a dot result needed per row");
           dot_demand(op);
           break;
-        case HTR_KIR_OP_FOR: case HTR_KIR_OP_YIELD: case HTR_KIR_OP_STORE: case HTR_KIR_OP_PROGRAM_ID:
+        case HTR_KIR_OP_FOR: case HTR_KIR_OP_YIELD: case HTR_KIR_OP_STORE: case HTR_KIR_OP_ATOMIC_ADD:
+        case HTR_KIR_OP_PROGRAM_ID:
         case HTR_KIR_OP_NUM_PROGRAMS: case HTR_KIR_OP_CONST:
           break;
         default:  // elementwise (incl. load, ptr_add, cmp, select, cast)
@@ -634,7 +686,14 @@ class AttnRenderer {
     } else {
       want(a, kFrag);
     }
-    need_[b] |= kBop;
+    const uint32_t pb = producer_[b];
+    if (pb != UINT32_MAX && k_.ops[pb].opcode == HTR_KIR_OP_CAST && type(k_.ops[pb].operands[0]).dtype == HTR_DTYPE_F32 &&
+        type(b).rank == 2 && type(b).shape[0] == R_) {
+      regb_[b] = true;  // staged from registers (stage_reg), packed from the f32 tile
+      want(k_.ops[pb].operands[0], kFrag);
+    } else {
+      need_[b] |= kBop;
+    }
     want(c, kFrag);
   }
 
@@ -799,6 +858,10 @@ class AttnRenderer {
         store(op);
         continue;
       }
+      if (op.opcode == HTR_KIR_OP_ATOMIC_ADD) {
+        atomic_add(op);
+        continue;
+      }
       if (op.results.size() != 1) continue;
       const uint32_t r = a_.first_value[i];
       if (!type(r).is_tile()) {
@@ -809,8 +872,35 @@ class AttnRenderer {
         for (uint8_t l : {kRow, kCol, kFrag})
           if (need_[r] & l) tile(op, r, l);
       if (op.opcode == HTR_KIR_OP_LOAD) staged(op, r, false);
+      if (regb_[r]) stage_reg(op, r, i);
     }
     return Status();
+  }
+
+  // A register tile needed as a dot's B operand: its f32 source packed to 16-bit pairs and
+  // written to its region in the layout htr_at_fill gives a row-major [R][N] tile (16-byte
+  // chunks swizzled per row), then a barrier. Inside the loop, the iteration's leading barrier
+  // keeps the previous iteration's dot from reading what this write replaces; outside, a
+  // barrier first.
+  void stage_reg(const Op& op, uint32_t r, uint32_t at) {
+    const Region* rg = region(r, true);
+    const Type& t = type(r);
+    const uint32_t src = op.operands[0], CH = t.shape[1] / 8;
+    const bool in_loop = for_op_ != UINT32_MAX && at > for_op_ && at < a_.body_end[for_op_];
+    const std::string bf = t.dtype == HTR_DTYPE_BF16 ? "true" : "false";
+    if (!in_loop) line("__syncthreads();");
+    line("_Pragma(\"unroll\") for (int i = 0; i < " + std::to_string(FM_) + "; ++i) _Pragma(\"unroll\") for (int j = 0; j < " +
+         std::to_string(CH) + "; ++j) _Pragma(\"unroll\") for (int h = 0; h < 2; ++h) {");
+    ++depth_;
+    line("const int row = htr_wr0 + 16 * i + 8 * h;");
+    line("const uint32_t a = " + region_addr(*rg) + " + (uint32_t)(row * " + std::to_string(CH) + " + htr_swz(row, j, " +
+         std::to_string(CH) + ")) * 16u + (uint32_t)htr_c0 * 2u;");
+    line("const uint32_t x = htr_at_pack<" + bf + ">(" + name(src, kFrag) + "[i][j][2 * h], " + name(src, kFrag) +
+         "[i][j][2 * h + 1]);");
+    line("asm volatile(\"st.shared.u32 [%0], %1;\\n\" ::\"r\"(a), \"r\"(x));");
+    --depth_;
+    line("}");
+    line("__syncthreads();");
   }
 
   void scalar(const Op& op, uint32_t r) {
@@ -933,7 +1023,7 @@ class AttnRenderer {
     const std::string T = std::to_string(W_ * 32);
     for (bool bop : {false, true}) {
       const Region* rg = region(r, bop);
-      if (rg == nullptr) continue;
+      if (rg == nullptr || rg->atwin >= 0) continue;  // a twin reads its partner's bytes
       if (!rg->in_loop) {
         const std::string tr = bop ? v(r) + "_tr" : std::string("false");
         line(aff_type(op) + " " + v(r) + "_aff;");
@@ -962,10 +1052,10 @@ class AttnRenderer {
   // registers to the accumulators (the dK/dV kernel at D=64: 255 registers with 40 bytes of
   // spills when both stayed, none now).
   bool a_in_regs(const Region& rg) const {
-    if (rg.in_loop) return false;
+    if (rg.in_loop || rg.atwin >= 0) return false;
     uint32_t used = 0;
     for (const Region& o : regions_) {
-      if (o.in_loop || o.bop) continue;
+      if (o.in_loop || o.bop || o.atwin >= 0) continue;
       used += FM_ * (type(o.value).shape[1] / 16) * 4;
       if (&o == &rg) return used <= 16;
     }
@@ -991,6 +1081,10 @@ class AttnRenderer {
         src = k_.ops[pa].operands[0];
       af = name(src, kFrag);
     }
+    if (rb->reg) {  // written row-major by stage_reg
+      dot_k(op, nm, bf, af, a_staged, region_addr(*rb), K, N, false);
+      return;
+    }
     // The staged B tile's orientation is a run-time fact: one copy of the k-loop per orientation,
     // so neither holds a branch.
     line("if (" + trb + ") {");
@@ -1009,7 +1103,12 @@ class AttnRenderer {
     line("_Pragma(\"unroll\") for (int kk = 0; kk < " + std::to_string(K / 16) + "; ++kk) {");
     ++depth_;
     line("uint32_t af[" + std::to_string(FM_) + "][4];");
-    if (a_staged && a_in_regs(*region(a, false))) {
+    const Region* ra = a_staged ? region(a, false) : nullptr;
+    if (ra != nullptr && ra->atwin >= 0) {
+      line("_Pragma(\"unroll\") for (int i = 0; i < " + std::to_string(FM_) + "; ++i) htr_at_lda_t(af[i], " +
+           region_addr(regions_[static_cast<size_t>(ra->atwin)]) + ", " + std::to_string(type(a).shape[0]) +
+           ", htr_wrb + 16 * i, kk, htr_lane);");
+    } else if (a_staged && a_in_regs(*region(a, false))) {
       line("_Pragma(\"unroll\") for (int i = 0; i < " + std::to_string(FM_) +
            "; ++i) _Pragma(\"unroll\") for (int w = 0; w < 4; ++w) af[i][w] = " + v(a) + "_a[i][kk][w];");
     } else if (a_staged) {
@@ -1053,6 +1152,24 @@ class AttnRenderer {
     if (op.operands.size() > 2) c += " && " + ref(op.operands[2], l);
     line(loops(tv, l) + "if (" + c + ") " + st(ref(op.operands[0], l), ref(val, l)));
     line("__syncthreads();");
+  }
+
+  // Atomic adds (IR 1.1): every element once (a row / column value is held by several
+  // threads: one of them adds), atomicAdd (red.global.add where the result is unused); no
+  // barrier, nothing in this launch reads the sums.
+  void atomic_add(const Op& op) {
+    const uint32_t val = op.operands[1];
+    const Type& tv = type(val);
+    if (!tv.is_tile()) {
+      std::string c = "threadIdx.x == 0";
+      if (op.operands.size() > 2) c += " && " + v(op.operands[2]);
+      line("if (" + c + ") atomicAdd(" + v(op.operands[0]) + ", " + v(val) + ");");
+      return;
+    }
+    const uint8_t l = natural(tv);
+    std::string c = l == kRow ? "(htr_lane & 3) == 0" : l == kCol ? "(threadIdx.x >> 2) == 0" : "true";
+    if (op.operands.size() > 2) c += " && " + ref(op.operands[2], l);
+    line(loops(tv, l) + "if (" + c + ") atomicAdd(" + ref(op.operands[0], l) + ", " + ref(val, l) + ");");
   }
 
   Status loop(uint32_t fi) {
@@ -1239,6 +1356,7 @@ class AttnRenderer {
   const Dialect& d_;
   const CSpelling sp_{d_};
   std::vector<uint8_t> need_;
+  std::vector<bool> regb_;  // dot B operands staged from registers (Region::reg)
   std::vector<uint32_t> producer_;
   std::vector<bool> inline_;
   std::vector<Region> regions_;

@@ -194,6 +194,60 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
   }
 }
 
+// The one-pass backward (attention_backward_atomic.cc): dkdvq takes the warp-row lowering with
+// dS^T staged from registers as the B operand of dQ^T = K^T dS^T and the dQ sums added with
+// atomicAdd; prep and dq_finish (1-D rows) take the row lowering. All compile for sm_90.
+TEST_CASE("one-pass attention backward kernels render and compile for sm_90", "[render]") {
+  const htr_test_cuda::Nvrtc nv;
+  if (!nv.ok()) {
+    HTR_CUDA_TEST_SKIP("libnvrtc not found");
+    return;
+  }
+  std::vector<uint8_t> bad;
+  CHECK_FALSE(k::BuildAttentionBackwardDkDvQ(Cfg(128, HTR_DTYPE_BF16), &bad).ok());  // bd != bn
+  for (htr_dtype_t dt : {HTR_DTYPE_BF16, HTR_DTYPE_F16})
+    for (bool spec : {false, true}) {
+      std::vector<std::vector<uint8_t>> irs(3);
+      REQUIRE(k::BuildAttentionBackwardPrep(Cfg(64, dt), 8, &irs[0]).ok());
+      REQUIRE(k::BuildAttentionBackwardDkDvQ(Cfg(64, dt, 64, 64, true), &irs[1]).ok());
+      REQUIRE(k::BuildAttentionBackwardDqFinish(Cfg(64, dt), 8, &irs[2]).ok());
+      for (size_t ki = 0; ki < irs.size(); ++ki) {
+        ir::Kernel kern;
+        ir::Analysis an;
+        REQUIRE(ir::read(irs[ki].data(), irs[ki].size(), &kern).ok());
+        REQUIRE(ir::verify(kern, &an).ok());
+        const std::vector<ir::Specialization> sp = spec ? ContiguousSpec(kern, 12, 1024, 64)
+                                                        : std::vector<ir::Specialization>{};
+        ir::CudaTarget target;
+        target.smem_bytes = 227 * 1024;
+        target.row_threads = 256;
+        ir::Rendered r;
+        ir::CudaLaunch launch;
+        REQUIRE(ir::render_cuda(kern, an, sp, target, &r, &launch).ok());
+        INFO(kern.name << (spec ? " specialized" : "") << ": " << launch.lowering);
+        if (ki == 1) {
+          CHECK(launch.lowering.rfind("block-attn", 0) == 0);
+          CHECK(launch.threads == 128);
+          CHECK(r.source.find("atomicAdd(") != std::string::npos);
+          CHECK(r.source.find("st.shared.u32") != std::string::npos);
+          // K, V (A, outside the loop; K^T is K's buffer read with ldmatrix.trans), Q^T/Q, dO^T/dO
+          // (B, double-buffered), dS^T (one buffer).
+          CHECK(launch.smem_bytes == 2u * 8192u + 4u * 16384u + 8192u);
+          const size_t lt = r.source.find("htr_at_lda_t(");  // its definition in the prelude, then the use
+          CHECK((lt != std::string::npos && r.source.find("htr_at_lda_t(", lt + 1) != std::string::npos));
+        } else {
+          CHECK(launch.lowering.rfind("row", 0) == 0);
+        }
+        htr_test_cuda::DumpSource(kern.name + (dt == HTR_DTYPE_BF16 ? "_bf16" : "_f16") + (spec ? "_spec" : "") + ".cu",
+                                  r.source);
+        std::string text;
+        const int rc = nv.compile(r.source, &text);
+        INFO(text);
+        CHECK(rc == 0);
+      }
+    }
+}
+
 // ---- [gpu] ----
 
 float Bf16(uint16_t h) {
@@ -368,9 +422,12 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
     // kernel keeps 64-row key tiles.
     // Variants: 64-row query tiles, 128-row ones, 64-row ones specialized (shapes and strides baked in,
     // and the forward built for a positive scale, as in training).
-    for (const int variant : {0, 1, 2}) {
+    // Variants 3 and 4: the one-pass backward (prep, dkdvq with dQ added atomically into an f32
+    // accumulator, dq_finish), unspecialized and specialized; built where bd == bn (64).
+    for (const int variant : {0, 1, 2, 3, 4}) {
       const uint32_t bm = variant == 1 ? 128u : 64u;
-      const bool spec = variant == 2;
+      const bool spec = variant == 2 || variant == 4, one_pass = variant >= 3;
+      if (one_pass && sh.bd != 64) continue;
       // The query tile sets the forward's and dQ's rows; dK/dV keeps 64x64 (its rows are the key tile,
       // and a 128-row query step at D = 128 needs more shared memory than a block has).
       auto irs = Kernels(Cfg(sh.bd, HTR_DTYPE_BF16, bm, 64, spec));
@@ -390,14 +447,37 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
       std::vector<htr_kernel_launch_arg_t> fa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tl), IA(H), IA(T), IA(D), FA(scale)};
       strides(&fa, 4);
       Launch(dev, irs[0], tiles, bh, fa, spec);
-      std::vector<htr_kernel_launch_arg_t> qa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tdo), TA(tl), TA(tdl), TA(tdq),
-                                                 IA(H), IA(T), IA(D), FA(scale)};
-      strides(&qa, 6);
-      Launch(dev, irs[1], tiles, bh, qa, spec);
-      std::vector<htr_kernel_launch_arg_t> ka = {TA(tq), TA(tk), TA(tv), TA(tdo), TA(tl), TA(tdl), TA(tdk), TA(tdv),
-                                                 IA(H), IA(T), IA(D), FA(scale)};
-      strides(&ka, 6);
-      Launch(dev, irs[2], static_cast<uint32_t>((T + 63) / 64), bh, ka, spec);
+      if (one_pass) {
+        std::vector<uint8_t> prep, main, fin;
+        REQUIRE(k::BuildAttentionBackwardPrep(Cfg(64, HTR_DTYPE_BF16), 8, &prep).ok());
+        REQUIRE(k::BuildAttentionBackwardDkDvQ(Cfg(64, HTR_DTYPE_BF16, 64, 64, spec), &main).ok());
+        REQUIRE(k::BuildAttentionBackwardDqFinish(Cfg(64, HTR_DTYPE_BF16), 8, &fin).ok());
+        // The accumulator starts as garbage: prep must zero it.
+        const std::vector<uint8_t> junk(static_cast<size_t>(n) * 4, 0x7b);
+        htr_tensor_t* tacc = Tensor(dev, HTR_DTYPE_F32, junk);
+        const uint32_t rows = static_cast<uint32_t>((B * H * T + 7) / 8);
+        std::vector<htr_kernel_launch_arg_t> pa = {TA(to), TA(tdo), TA(tdl), TA(tacc), IA(B * H * T), IA(H), IA(T),
+                                                   IA(D), FA(scale)};
+        strides(&pa, 2);
+        Launch(dev, prep, rows, 1, pa, spec);
+        std::vector<htr_kernel_launch_arg_t> ma = {TA(tq),  TA(tk),  TA(tv),  TA(tdo), TA(tl), TA(tdl), TA(tacc),
+                                                   TA(tdk), TA(tdv), IA(H),   IA(T),   IA(D),  FA(scale)};
+        strides(&ma, 6);
+        Launch(dev, main, static_cast<uint32_t>((T + 63) / 64), bh, ma, spec);
+        std::vector<htr_kernel_launch_arg_t> xa = {TA(tacc), TA(tdq), IA(B * H * T), IA(H), IA(T), IA(D), FA(scale)};
+        strides(&xa, 1);
+        Launch(dev, fin, rows, 1, xa, spec);
+        htr_tensor_release(tacc);
+      } else {
+        std::vector<htr_kernel_launch_arg_t> qa = {TA(tq), TA(tk), TA(tv), TA(to), TA(tdo), TA(tl), TA(tdl), TA(tdq),
+                                                   IA(H), IA(T), IA(D), FA(scale)};
+        strides(&qa, 6);
+        Launch(dev, irs[1], tiles, bh, qa, spec);
+        std::vector<htr_kernel_launch_arg_t> ka = {TA(tq), TA(tk), TA(tv), TA(tdo), TA(tl), TA(tdl), TA(tdk), TA(tdv),
+                                                   IA(H), IA(T), IA(D), FA(scale)};
+        strides(&ka, 6);
+        Launch(dev, irs[2], static_cast<uint32_t>((T + 63) / 64), bh, ka, spec);
+      }
       auto as_double16 = [&](htr_tensor_t* t) {
         const auto b = Read(t, n * 2);
         std::vector<double> d(n);
@@ -415,10 +495,11 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
         std::memcpy(&f, bl.data() + i * 4, 4);
         gl[i] = f;
       }
-      INFO("B " << B << " H " << H << " T " << T << " D " << D << " tile " << bm << "x64" << (spec ? " specialized" : ""));
+      INFO("B " << B << " H " << H << " T " << T << " D " << D << " tile " << bm << "x64" << (spec ? " specialized" : "")
+                << (one_pass ? " one-pass" : ""));
       const double e_o = Nmse(o, as_double16(to)), e_l = Nmse(lse, gl), e_q = Nmse(dq, as_double16(tdq)),
                    e_k = Nmse(dk, as_double16(tdk)), e_v = Nmse(dv, as_double16(tdv));
-      WARN("tile " << bm << "x64" << (spec ? " specialized" : "") << ": attention bf16 NMSE vs double: O " << e_o << " lse " << e_l << " dQ " << e_q << " dK " << e_k << " dV " << e_v);
+      WARN("tile " << bm << "x64" << (spec ? " specialized" : "") << (one_pass ? " one-pass" : "") << ": attention bf16 NMSE vs double: O " << e_o << " lse " << e_l << " dQ " << e_q << " dK " << e_k << " dV " << e_v);
       // bf16 outputs (relative rounding 2^-9) and bf16 P / dS before their dots.
       CHECK(e_o <= 1e-4);
       CHECK(e_l <= 1e-6);

@@ -207,6 +207,36 @@ void CheckAttention(const Shape4& s, const AttentionConfig& cfg, double bound, u
     CHECK(Nmse(env.out(tdq1), ref.dq) <= (cfg.dtype == HTR_DTYPE_F32 ? bound : 4 * bound));
     CHECK(Nmse(env.out(tdk1), ref.dk) <= bound);
     CHECK(Nmse(env.out(tdv1), ref.dv) <= bound);
+    if (cfg.bd != cfg.bn) continue;
+    // The one-pass backward: prep (delta, the f32 dQ accumulator zeroed: it starts as 7s here),
+    // dkdvq (dQ added atomically), dq_finish; 3 rows a program (a ragged last program).
+    INFO("one-pass backward");
+    std::vector<uint8_t> prep, main, fin;
+    REQUIRE(BuildAttentionBackwardPrep(cfg, 3, &prep).message == "");
+    REQUIRE(BuildAttentionBackwardDkDvQ(cfg, &main).message == "");
+    REQUIRE(BuildAttentionBackwardDqFinish(cfg, 3, &fin).message == "");
+    htr_tensor_t *tdq2 = env.in(std::vector<float>(s.n(), 7.0f)), *tdk2 = env.in(std::vector<float>(s.n(), 7.0f)),
+                 *tdv2 = env.in(std::vector<float>(s.n(), 7.0f));
+    htr_tensor_t* tdelta2 = env.tensor(HTR_DTYPE_F32, std::vector<float>(rows, 7.0f));
+    htr_tensor_t* tacc = env.tensor(HTR_DTYPE_F32, std::vector<float>(rows * s.D, 7.0f));
+    const int64_t bht = static_cast<int64_t>(rows);
+    const uint32_t progs = static_cast<uint32_t>((rows + 2) / 3);
+    a = {T(to), T(tdo), T(tdelta2), T(tacc), I(bht), I(s.H), I(s.T), I(s.D), F(scale)};
+    strides(&a, 2);
+    env.run(prep, mode, progs, 1, a);
+    {
+      const std::vector<float> d1 = env.read<float>(tdelta);
+      CHECK(Nmse(env.read<float>(tdelta2), std::vector<double>(d1.begin(), d1.end())) <= 1e-12);
+    }
+    a = {T(tq), T(tk), T(tv), T(tdo), T(tl), T(tdelta2), T(tacc), T(tdk2), T(tdv2), I(s.H), I(s.T), I(s.D), F(scale)};
+    strides(&a, 6);
+    env.run(main, mode, static_cast<uint32_t>((s.T + cfg.bn - 1) / cfg.bn), bh, a);
+    a = {T(tacc), T(tdq2), I(bht), I(s.H), I(s.T), I(s.D), F(scale)};
+    strides(&a, 1);
+    env.run(fin, mode, progs, 1, a);
+    CHECK(Nmse(env.out(tdq2), ref.dq) <= bound);
+    CHECK(Nmse(env.out(tdk2), ref.dk) <= bound);
+    CHECK(Nmse(env.out(tdv2), ref.dv) <= bound);
   }
 }
 
@@ -241,6 +271,13 @@ TEST_CASE("fused causal attention built for a positive scale matches the referen
   c.bn = 32;
   c.dtype = HTR_DTYPE_BF16;
   CheckAttention({2, 2, 39, 16, false}, c, 1e-4, 22);
+  // bd == bn: the one-pass backward runs too (CheckAttention), f32 and bf16, [B,T,H,D] strides.
+  c.bm = 32;
+  c.bn = 16;
+  c.dtype = HTR_DTYPE_F32;
+  CheckAttention({2, 2, 41, 13, true}, c, 1e-7, 23);
+  c.dtype = HTR_DTYPE_BF16;
+  CheckAttention({1, 3, 50, 16, false}, c, 1e-4, 24);
 }
 
 TEST_CASE("fused causal attention with D below the head tile masks the padding", "[attention]") {
