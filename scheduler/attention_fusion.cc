@@ -934,6 +934,47 @@ Status BuildBackward(const Match& m, uint32_t tile, FusedGroup* g) {
   return Status::Ok();
 }
 
+// The one-pass form's tiles: the default ones, where the head dim tile is the key tile.
+bool OnePassApplies(const Match& m) {
+  const kernels::AttentionConfig cfg = ConfigOf(m, 0);
+  return cfg.bd == cfg.bn;
+}
+
+// Rows b*h*T + t per program of the one-pass form's prep and dq_finish launches.
+constexpr uint32_t kOnePassRows = 8;
+
+// The one-pass backward (ops/kernels/attention_backward_atomic.cc): scratch 0 is delta (f32
+// [B*H*T]), scratch 1 the f32 dQ accumulator ([B*H*T, D], zeroed by prep, read by dq_finish).
+Status BuildBackwardOnePass(const Match& m, FusedGroup* g) {
+  const kernels::AttentionConfig cfg = ConfigOf(m, 0);
+  const int64_t bht = m.B * m.H * m.T;
+  if (bht * m.D > INT32_MAX) return ops::Error(HTR_STATUS_UNIMPLEMENTED, "one-pass: B*H*T*D past i32");
+  g->scratch_bytes = {static_cast<uint64_t>(bht) * sizeof(float), static_cast<uint64_t>(bht * m.D) * sizeof(float)};
+  const uint32_t rows = Tiles(bht, kOnePassRows);
+  FusedLaunch prep;
+  HTR_OPS_RETURN_IF_ERROR(
+      FromLang(kernels::BuildAttentionBackwardPrep(cfg, kOnePassRows, &prep.ir), "attention_backward_prep"));
+  prep.grid[0] = rows;
+  prep.args = {Base(m, kY), Base(m, kDY), Scr(0), Scr(1), Spec(bht)};
+  Scalars(&prep.args, m, cfg, {kY, kDY});
+  FusedLaunch main;
+  HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildAttentionBackwardDkDvQ(cfg, &main.ir), "attention_backward_dkdvq"));
+  main.grid[0] = Tiles(m.T, cfg.bn);
+  main.grid[1] = static_cast<uint32_t>(m.B * m.H);
+  main.args = {Base(m, kQ), Base(m, kK), Base(m, kV), Base(m, kDY), Val(m.p), Scr(0), Scr(1), Base(m, kDK), Base(m, kDV)};
+  Scalars(&main.args, m, cfg, {kQ, kK, kV, kDY, kDK, kDV});
+  FusedLaunch fin;
+  HTR_OPS_RETURN_IF_ERROR(
+      FromLang(kernels::BuildAttentionBackwardDqFinish(cfg, kOnePassRows, &fin.ir), "attention_backward_dq_finish"));
+  fin.grid[0] = rows;
+  fin.args = {Scr(1), Base(m, kDQ), Spec(bht)};
+  Scalars(&fin.args, m, cfg, {kDQ});
+  g->launches.push_back(std::move(prep));
+  g->launches.push_back(std::move(main));
+  g->launches.push_back(std::move(fin));
+  return Status::Ok();
+}
+
 // The fused ops' steps: tensors bound once each (outputs) or per role (inputs, repeats allowed),
 // every role's view in the attrs (the reference kernels' layout).
 void SetView(Step* s, const Match& m, Role r, size_t index) {
@@ -1000,8 +1041,8 @@ kernels::AttentionConfig AttentionConfigFor(int64_t d, htr_dtype_t dtype) {
   return c;
 }
 
-Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats,
-                     std::vector<std::string>* rejections) {
+Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats, std::vector<std::string>* rejections,
+                     bool one_pass) {
   if (!AttentionFusionEnabledByEnv()) return Status::Ok();
   std::vector<Match> matches;
   {
@@ -1029,30 +1070,34 @@ Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats
     // create their pipelines, lavapipe refuses their private arrays; 32 or 16 may do). Forward and
     // backward choose on their own (L and delta are per row, so any pair of tilings composes);
     // the first accepted tile of each is kept.
-    auto offer = [&](const char* name, Status (*build)(const Match&, uint32_t, FusedGroup*),
-                     Step (*member)(const Match&), FusedGroup* g) {
+    // Candidates in order: the one-pass backward first where it applies (`one_pass`, bf16/f16,
+    // bd == bn at the default tiles), then the default tiles, 32x32, 16x16.
+    auto offer = [&](const char* name, bool backward, Step (*member)(const Match&), FusedGroup* g) {
       std::string whys;
-      for (uint32_t tile : {0u, 32u, 16u}) {
+      const bool first_one_pass = backward && one_pass && Lowp(m.dtype) && OnePassApplies(m);
+      for (int c = first_one_pass ? -1 : 0; c < 3; ++c) {
+        const uint32_t tile = c <= 0 ? 0u : c == 1 ? 32u : 16u;
         FusedGroup cand;
         cand.name = name;
         cand.members.push_back(member(m));
         std::string why;
-        Status st = build(m, tile, &cand);
+        Status st = c < 0 ? BuildBackwardOnePass(m, &cand) : backward ? BuildBackward(m, tile, &cand)
+                                                                   : BuildForward(m, tile, &cand);
         if (st.ok() && OfferGroup(*p, accept, &cand, &why)) {
           *g = std::move(cand);
           return Status::Ok();
         }
         const std::string r = st.ok() ? why : st.message;
-        whys += (whys.empty() ? "" : "; ") + std::string(tile == 0 ? "default tiles" : tile == 32 ? "32x32" : "16x16") +
-                ": " + r;
+        whys += (whys.empty() ? "" : "; ") +
+                std::string(c < 0 ? "one-pass" : tile == 0 ? "default tiles" : tile == 32 ? "32x32" : "16x16") + ": " + r;
       }
       return ops::Error(HTR_STATUS_UNIMPLEMENTED, whys);
     };
     FusedGroup fwd;
-    Status st = offer("attention", BuildForward, ForwardMember, &fwd);
+    Status st = offer("attention", false, ForwardMember, &fwd);
     FusedGroup bwd;
     if (st.ok() && m.backward) {
-      st = offer("attention_grad", BuildBackward, BackwardMember, &bwd);
+      st = offer("attention_grad", true, BackwardMember, &bwd);
       if (!st.ok()) st.message = "attention_grad: " + st.message;
     }
     if (!st.ok()) {  // the pattern stays as it was

@@ -79,8 +79,11 @@ htr::kernels::AttentionConfig AttentionConfigFor(int64_t d, htr_dtype_t dtype = 
 
 // Rewrites `p`'s steps and appends the groups to p->fused (steps get Step::fused). Counts groups
 // and replaced graph ops in `stats`, refusals in stats->rejected and `rejections`.
+// `one_pass`: a bf16/f16 backward whose head dim tile equals the key tile (bd == bn) is first
+// offered as the one-pass form (prep, dkdvq with dQ added atomically into an f32 scratch
+// accumulator, dq_finish: ops/kernels/attention_backward_atomic.cc), then as the two-kernel one.
 Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats,
-                     std::vector<std::string>* rejections);
+                     std::vector<std::string>* rejections, bool one_pass = false);
 
 }  // namespace htr::sched
 

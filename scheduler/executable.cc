@@ -564,7 +564,7 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       e->fusion.reset(new htr::sched::FusedExec(device, threads, e->device_mode));
       htr::sched::FusedExec* fx = e->fusion.get();
       fuser.reset(new htr::sched::Fuser([fx](const htr::sched::FusedGroup& g, std::string* why) { return fx->Compile(g, why); },
-                                        e->device_mode, fx->tile_rows()));
+                                        e->device_mode, fx->tile_rows(), fx->one_pass_attention()));
       // Compiles the groups' kernels concurrently first (parallel_compile.h; HTR_COMPILE_THREADS).
       const auto t0 = std::chrono::steady_clock::now();
       htr::sched::PrecompileFusion(src_graph, reuse, threads, e->device_mode, fx, htr::sched::CompileThreads());

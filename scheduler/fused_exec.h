@@ -63,6 +63,11 @@ bool FusionForcedByEnv();
 // 0/off/false decides, else only on the cuda plugin, where it was measured to help (the cpu JIT's
 // affine path does not see through the tiled index's / and %, so there it costs speed).
 bool TileRowsFor(htr_device_t* device);
+// Whether the device mode's bf16/f16 attention backward is first offered in the one-pass form
+// (ops/kernels/attention_backward_atomic.cc: dQ added atomically, not bitwise reproducible run
+// to run): only where HTR_ATTENTION_ONE_PASS=1/on/true asks for it. Off by default: on the H200
+// it is slower than the two-kernel form (plugins/cuda/README.md, session 14).
+bool OnePassAttentionFor(htr_device_t* device);
 
 class FusedExec {
  public:
@@ -73,7 +78,8 @@ class FusedExec {
       : device_(device),
         threads_(threads),
         tune_(!device_mode && !FusionForcedByEnv()),
-        tile_rows_(device_mode && TileRowsFor(device)) {}
+        tile_rows_(device_mode && TileRowsFor(device)),
+        one_pass_attention_(device_mode && OnePassAttentionFor(device)) {}
   ~FusedExec();
   FusedExec(const FusedExec&) = delete;
   FusedExec& operator=(const FusedExec&) = delete;
@@ -88,6 +94,8 @@ class FusedExec {
   bool tunes() const { return tune_; }
   // The device mode on a device where tiled row groups help (TileRowsFor): the Fuser's tile_rows.
   bool tile_rows() const { return tile_rows_; }
+  // The device mode on a device where the one-pass attention backward is offered first.
+  bool one_pass_attention() const { return one_pass_attention_; }
   // After the program's arena and states exist: resolves every fused step's arguments.
   htr_status_t Bind(const Program& p, htr_tensor_t* arena, const std::vector<htr_tensor_t*>& states);
   bool Handles(const Program& p, size_t step) const { return bound_ && p.steps[step].fused >= 0; }
@@ -112,6 +120,7 @@ class FusedExec {
   std::map<std::string, std::pair<bool, std::string>> tuned_;  // group key -> (fused faster, note)
   bool tune_;
   bool tile_rows_;
+  bool one_pass_attention_;
   std::vector<std::vector<Bound>> groups_;  // per Program::fused
   std::vector<htr_tensor_t*> owned_;
   bool bound_ = false;

@@ -26,7 +26,7 @@ struct Draft {
 }  // namespace
 
 Status Fuser::Rewrite(Program* p) {
-  HTR_OPS_RETURN_IF_ERROR(FuseAttention(p, accept_, &stats_, &rejections_));  // attention_fusion.h: first
+  HTR_OPS_RETURN_IF_ERROR(FuseAttention(p, accept_, &stats_, &rejections_, one_pass_attention_));  // attention_fusion.h: first
   if (device_mode_) {
     HTR_OPS_RETURN_IF_ERROR(FuseAdamW(p, accept_, &stats_, &rejections_));      // adamw_fusion.h
     HTR_OPS_RETURN_IF_ERROR(FuseEpilogues(p, accept_, &stats_, &rejections_));  // epilogue_fusion.h

@@ -62,9 +62,15 @@ class Fuser final : public StepRewriter {
   // `device_mode`: the program runs in the device execution mode (device_exec.h); the multi-tensor
   // AdamW and epilogue rewrites (adamw_fusion.h, epilogue_fusion.h) run then too. `tile_rows`
   // (device mode only): elementwise groups over non-power-of-two rows build tiled
-  // (fused_kernel.h; FusedExec::tile_rows says where).
-  explicit Fuser(Accept accept = nullptr, bool device_mode = false, bool tile_rows = false)
-      : accept_(std::move(accept)), device_mode_(device_mode), tile_rows_(device_mode && tile_rows) {}
+  // (fused_kernel.h; FusedExec::tile_rows says where). `one_pass_attention` (device mode only):
+  // the attention backward is offered in its one-pass form first (attention_fusion.h;
+  // FusedExec::one_pass_attention says when).
+  explicit Fuser(Accept accept = nullptr, bool device_mode = false, bool tile_rows = false,
+                 bool one_pass_attention = false)
+      : accept_(std::move(accept)),
+        device_mode_(device_mode),
+        tile_rows_(device_mode && tile_rows),
+        one_pass_attention_(device_mode && one_pass_attention) {}
   Status Rewrite(Program* program) override;
   const FusionStats& stats() const { return stats_; }
   // One line per rejected group ("softmax: <why>"), for logs and tests.
@@ -74,6 +80,7 @@ class Fuser final : public StepRewriter {
   Accept accept_;
   bool device_mode_;
   bool tile_rows_;
+  bool one_pass_attention_;
   FusionStats stats_;
   std::vector<std::string> rejections_;
 };

@@ -144,3 +144,60 @@ TEST_CASE("bf16 GPT-2 block: the attention launches bind the qkv layout and take
     }
   }
 }
+
+TEST_CASE("bf16 GPT-2 block, one-pass backward: prep, dkdvq (tensor cores, atomic dQ) and dq_finish launches",
+          "[graph][attention][cuda]") {
+  const int64_t B = 2, H = 2, T = 128, D = 64;
+  Graph f32;
+  Block(&f32, B, H, T, D);
+  Graph g;
+  htr::sched::PrecisionStats ps;
+  CUDA_REQUIRE_OK(htr::sched::ApplyPrecision(f32, htr::sched::Precision::kBF16, true, &g, &ps));
+  // The device mode with the one-pass backward offered first (the cuda plugin's default).
+  htr::sched::Fuser fuser(nullptr, /*device_mode=*/true, /*tile_rows=*/false, /*one_pass_attention=*/true);
+  std::unique_ptr<htr::sched::HostEngine> e;
+  CUDA_REQUIRE_OK(htr::sched::HostEngine::Create(g, true, 1, &e, &fuser));
+  const htr::sched::Program& p = e->program();
+  const htr::sched::FusedGroup* grad = nullptr;
+  for (const auto& grp : p.fused)
+    if (grp.name == "attention_grad") grad = &grp;
+  REQUIRE(grad != nullptr);
+  REQUIRE(grad->launches.size() == 3);
+  REQUIRE(grad->scratch_bytes.size() == 2);
+  CHECK(grad->scratch_bytes[1] == static_cast<uint64_t>(B * H * T * D) * 4);  // the f32 dQ accumulator
+  const htr_test_cuda::Nvrtc nv;
+  if (!nv.ok()) {
+    HTR_CUDA_TEST_SKIP("libnvrtc not found");
+    return;
+  }
+  const char* const names[3] = {"attention_backward_prep", "attention_backward_dkdvq", "attention_backward_dq_finish"};
+  for (size_t li = 0; li < 3; ++li) {
+    const auto& l = grad->launches[li];
+    ir::Kernel kern;
+    ir::Analysis an;
+    REQUIRE(ir::read(l.ir.data(), l.ir.size(), &kern).ok());
+    REQUIRE(ir::verify(kern, &an).ok());
+    CHECK(kern.name == names[li]);
+    REQUIRE(kern.args.size() == l.args.size());
+    std::vector<ir::Specialization> spec(kern.args.size());
+    for (size_t i = 0; i < l.args.size(); ++i) {
+      const FusedArg& a = l.args[i];
+      if (!a.specialize || a.kind != FusedArg::Kind::kInt) continue;
+      spec[i].set = true;
+      spec[i].i = a.i;
+    }
+    ir::CudaTarget target;
+    target.smem_bytes = 227 * 1024;
+    target.row_threads = 256;
+    ir::Rendered r;
+    ir::CudaLaunch launch;
+    REQUIRE(ir::render_cuda(kern, an, spec, target, &r, &launch).ok());
+    INFO(kern.name << ": " << launch.lowering);
+    CHECK(launch.lowering.rfind(li == 1 ? "block-attn" : "row", 0) == 0);
+    htr_test_cuda::DumpSource("layout_" + kern.name + ".cu", r.source);
+    std::string text;
+    const int rc = nv.compile(r.source, &text);
+    INFO(text);
+    CHECK(rc == 0);
+  }
+}

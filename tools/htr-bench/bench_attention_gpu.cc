@@ -20,7 +20,9 @@
 // for each of the three kernels; the best tile of each kernel is htr's number
 // (the same DSL source, tile sizes as the only knob: the sweep is printed;
 // the backward kernels are independent launches, so dQ and dK/dV may take
-// different tiles). Times are averages over --reps back-to-back calls between two
+// different tiles). Where bd == bn the one-pass backward (prep, dkdvq with dQ added atomically,
+// dq_finish: ops/kernels/attention_backward_atomic.cc) is timed too ("bwd_one_pass_ms"), and htr's
+// backward is the faster of the two forms. Times are averages over --reps back-to-back calls between two
 // stream synchronizations (PyTorch: the same, with torch.cuda.synchronize).
 // Lines: per shape ms of fwd / bwd / fwd+bwd for htr and pytorch, the ratio
 // pytorch_ms / htr_ms as "speedup_vs_pytorch" (>= 1: htr faster), TFLOP/s
@@ -188,9 +190,13 @@ void Out(const Options& o, const std::string& impl, const Shape& s, const std::s
 }
 
 // The three kernels of one tile choice, compiled.
+// Kernels 0-2: forward, backward dQ, backward dK/dV; 3-5 (where bd == bn): the one-pass backward's
+// prep, dkdvq and dq_finish (ops/kernels/attention_backward_atomic.cc).
+constexpr int kKernels = 6;
+constexpr uint32_t kOnePassRows = 8;  // rows a program of prep / dq_finish, as the attention rewrite's
 struct Kern {
-  htr_kernel_t* k[3] = {};
-  bool ok[3] = {};  // block-lowered (timed)
+  htr_kernel_t* k[kKernels] = {};
+  bool ok[kKernels] = {};  // block-lowered (timed); 3-5: compiled (prep and dq_finish are row kernels)
   std::string backend;
   ~Kern() {
     for (auto* x : k) htr_kernel_destroy(x);
@@ -227,14 +233,27 @@ std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool speci
   while (static_cast<int64_t>(c.bd) < D) c.bd <<= 1;
   c.dtype = HTR_DTYPE_BF16;
   c.positive_scale = true;  // the scale is 1/sqrt(D), as the attention rewrite's kernels know it is
-  std::vector<uint8_t> ir[3];
+  std::vector<uint8_t> ir[kKernels];
   if (!htr::kernels::BuildAttentionForward(c, &ir[0]).ok() || !htr::kernels::BuildAttentionBackwardDq(c, &ir[1]).ok() ||
       !htr::kernels::BuildAttentionBackwardDkDv(c, &ir[2]).ok())
     return "building the attention kernels failed";
-  // Argument lists as MakeCalls builds them: 5 / 8 / 8 pointers, 4 / 6 / 6 strided tensors.
-  const uint32_t pointers[3] = {5, 8, 8}, tensors[3] = {4, 6, 6};
-  for (int i = 0; i < 3; ++i) {
-    const std::vector<htr_kernel_scalar_t> spec = SpecOf(s, pointers[i], tensors[i]);
+  const bool one_pass = c.bd == c.bn;
+  if (one_pass && (!htr::kernels::BuildAttentionBackwardPrep(c, kOnePassRows, &ir[3]).ok() ||
+                   !htr::kernels::BuildAttentionBackwardDkDvQ(c, &ir[4]).ok() ||
+                   !htr::kernels::BuildAttentionBackwardDqFinish(c, kOnePassRows, &ir[5]).ok()))
+    return "building the one-pass backward kernels failed";
+  // Argument lists as MakeCalls builds them: 5 / 8 / 8 / 4 / 9 / 2 pointers (prep and dq_finish:
+  // then B*H*T, specialized too), 4 / 6 / 6 / 2 / 6 / 1 strided tensors.
+  const uint32_t pointers[kKernels] = {5, 8, 8, 4, 9, 2}, tensors[kKernels] = {4, 6, 6, 2, 6, 1};
+  for (int i = 0; i < (one_pass ? kKernels : 3); ++i) {
+    const bool rows = i == 3 || i == 5;
+    std::vector<htr_kernel_scalar_t> spec = SpecOf(s, pointers[i] + (rows ? 1 : 0), tensors[i]);
+    if (rows) {
+      htr_kernel_scalar_t bht{};
+      bht.arg_index = pointers[i];
+      bht.i = s.B * s.H * s.T;
+      spec.push_back(bht);
+    }
     htr_kernel_compile_options_t opt{};
     opt.struct_size = sizeof opt;
     opt.specializations = spec.data();
@@ -245,13 +264,13 @@ std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool speci
   // A kernel that falls off the block lowering at this tile (too much shared memory, say) would
   // run one thread per program: not timed at this tile (the other kernels are).
   int usable = 0;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < (one_pass ? kKernels : 3); ++i) {
     htr_kernel_compile_info_t info{};
     info.struct_size = sizeof info;
     if (htr_status_t s = htr_kernel_compile_info(out->k[i], &info)) return Take(s);
     if (i == 0) out->backend = info.backend;
     const std::string be = info.backend;
-    out->ok[i] = !(be.rfind("nvrtc", 0) == 0 && be.find("/block") == std::string::npos);
+    out->ok[i] = i == 3 || i == 5 || !(be.rfind("nvrtc", 0) == 0 && be.find("/block") == std::string::npos);
     if (!out->ok[i]) std::fprintf(stderr, "htr-bench attention-gpu: kernel %d is not block-lowered (%s)\n", i, be.c_str());
     usable += out->ok[i] ? 1 : 0;
   }
@@ -260,9 +279,9 @@ std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool speci
 
 struct Bufs {
   htr_tensor_t *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *dout = nullptr, *lse = nullptr,
-               *delta = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+               *delta = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr, *dqacc = nullptr;
   ~Bufs() {
-    for (htr_tensor_t* t : {q, k, v, o, dout, lse, delta, dq, dk, dv}) htr_tensor_release(t);
+    for (htr_tensor_t* t : {q, k, v, o, dout, lse, delta, dq, dk, dv, dqacc}) htr_tensor_release(t);
   }
 };
 
@@ -284,6 +303,7 @@ std::string MakeBufs(htr_device_t* dev, const Shape& s, Bufs* b) {
   }
   for (htr_tensor_t** t : {&b->lse, &b->delta})
     if (htr_status_t st = htr_tensor_create(dev, HTR_DTYPE_F32, 1, &rows, t)) return Take(st);
+  if (htr_status_t st = htr_tensor_create(dev, HTR_DTYPE_F32, 1, &n, &b->dqacc)) return Take(st);
   return {};
 }
 
@@ -302,8 +322,8 @@ htr_kernel_launch_arg_t IA(int64_t v) {
 
 // Launch argument lists of the three kernels (contiguous [B,H,T,D]).
 struct Calls {
-  std::vector<htr_kernel_launch_arg_t> a[3];
-  uint32_t grid[3][3] = {};
+  std::vector<htr_kernel_launch_arg_t> a[kKernels];
+  uint32_t grid[kKernels][3] = {};
 };
 Calls MakeCalls(const Shape& s, const Tile& t, const Bufs& b) {
   Calls c;
@@ -326,7 +346,15 @@ Calls MakeCalls(const Shape& s, const Tile& t, const Bufs& b) {
   tail(&c.a[2], 6);
   const uint32_t bh = static_cast<uint32_t>(s.B * s.H);
   const uint32_t gm = static_cast<uint32_t>((s.T + t.bm - 1) / t.bm), gn = static_cast<uint32_t>((s.T + t.bn - 1) / t.bn);
-  const uint32_t g[3][3] = {{gm, bh, 1}, {gm, bh, 1}, {gn, bh, 1}};
+  const int64_t bht = s.B * s.H * s.T;
+  c.a[3] = {TA(b.o), TA(b.dout), TA(b.delta), TA(b.dqacc), IA(bht)};
+  tail(&c.a[3], 2);
+  c.a[4] = {TA(b.q), TA(b.k), TA(b.v), TA(b.dout), TA(b.lse), TA(b.delta), TA(b.dqacc), TA(b.dk), TA(b.dv)};
+  tail(&c.a[4], 6);
+  c.a[5] = {TA(b.dqacc), TA(b.dq), IA(bht)};
+  tail(&c.a[5], 1);
+  const uint32_t gr = static_cast<uint32_t>((bht + kOnePassRows - 1) / kOnePassRows);
+  const uint32_t g[kKernels][3] = {{gm, bh, 1}, {gm, bh, 1}, {gn, bh, 1}, {gr, 1, 1}, {gn, bh, 1}, {gr, 1, 1}};
   std::memcpy(c.grid, g, sizeof g);
   return c;
 }
@@ -357,11 +385,14 @@ std::string TimeKernels(htr_stream_t* st, const Kern& k, const Calls& c, int k0,
 
 // Bytes over tensor arguments per fwd+bwd call (the profiler's step
 // accounting: every input read once, every output written once).
-void Bytes(const Shape& s, double* fused_rw, double* composite_rw) {
+void Bytes(const Shape& s, double* fused_rw, double* composite_rw, double* one_pass_rw) {
   const double n = static_cast<double>(s.B * s.H * s.T * s.D) * 2, rows = static_cast<double>(s.B * s.H * s.T) * 4;
   const double tt = static_cast<double>(s.B * s.H) * static_cast<double>(s.T) * static_cast<double>(s.T) * 2;
   // fwd: q,k,v -> o,lse; dq: q,k,v,o,do,lse -> delta,dq; dkdv: q,k,v,do,lse,delta -> dk,dv.
   *fused_rw = (3 * n + n + rows) + (5 * n + rows + rows + n) + (4 * n + 2 * rows + 2 * n);
+  // One-pass backward: prep o,do -> delta, dqacc (f32: 2n); dkdvq q,k,v,do,lse,delta -> dk,dv,
+  // dqacc (its atomic adds, once per element as an output); dq_finish dqacc -> dq.
+  *one_pass_rw = (3 * n + n + rows) + (2 * n + rows + 2 * n) + (4 * n + 2 * rows + 2 * n + 2 * n) + (2 * n + n);
   // Composite (bf16 tensors): S = QK^T (q,k -> S), S*scale (S -> S), masked fill (S, mask bool T*T -> S),
   // softmax (S -> P), O = PV (P,v -> O); backward: dP = dO V^T (do,v -> dP), dV = P^T dO (P,do -> dV),
   // softmax backward (P,dP -> dS), dS*scale (dS -> dS), mask (dS -> dS), dQ = dS K (dS,k -> dQ),
@@ -411,8 +442,8 @@ int RunAttentionGpu(const Args& args) {
       break;
     }
     const double fl = 2.0 * s.B * s.H * static_cast<double>(s.T) * s.T * s.D;  // causal fwd (half of 4BHT^2D)
-    double best_f = 1e30, best_q = 1e30, best_kv = 1e30;
-    std::string best_ft, best_qt, best_kvt;
+    double best_f = 1e30, best_q = 1e30, best_kv = 1e30, best_1 = 1e30;
+    std::string best_ft, best_qt, best_kvt, best_1t;
     for (const Tile& t : o.tiles) {
       Kern k;
       const auto c0 = Clock::now();
@@ -428,6 +459,11 @@ int RunAttentionGpu(const Args& args) {
       if (k.ok[0]) e = TimeKernels(st, k, c, 0, 1, o.warmup, o.reps, &tf);
       if (e.empty() && k.ok[1]) e = TimeKernels(st, k, c, 1, 2, o.warmup, o.reps, &tq);
       if (e.empty() && k.ok[2]) e = TimeKernels(st, k, c, 2, 3, o.warmup, o.reps, &tkv);
+      // The one-pass backward, its three launches together (and the dkdvq launch alone).
+      double t1 = 1e30, t1m = 1e30;
+      const bool one = k.ok[3] && k.ok[4] && k.ok[5];
+      if (e.empty() && one) e = TimeKernels(st, k, c, 3, 6, o.warmup, o.reps, &t1);
+      if (e.empty() && one) e = TimeKernels(st, k, c, 4, 5, o.warmup, o.reps, &t1m);
       const double tb = tq + tkv;
       if (!e.empty()) {
         std::fprintf(stderr, "htr-bench attention-gpu: tile %s: %s\n", tile.c_str(), e.c_str());
@@ -443,6 +479,13 @@ int RunAttentionGpu(const Args& args) {
       else if (k.ok[1] || k.ok[2])
         Out(o, "htr-sweep", s, k.ok[1] ? "dq_ms" : "dkdv_ms", "ms", (k.ok[1] ? tq : tkv) * 1e3, o.reps,
             {{"tile", tile}});
+      if (one)
+        Out(o, "htr-sweep", s, "bwd_one_pass_ms", "ms", t1 * 1e3, o.reps,
+            {{"tile", tile}, {"dkdvq_ms", t1m * 1e3}, {"tflops", 2.5 * fl / t1 / 1e12}});
+      if (t1 < best_1) {
+        best_1 = t1;
+        best_1t = tile;
+      }
       if (tf < best_f) {
         best_f = tf;
         best_ft = tile;
@@ -462,16 +505,22 @@ int RunAttentionGpu(const Args& args) {
       rc = 1;
       break;
     }
-    const double best_b = best_q + best_kv;
-    const std::string best_bt = best_qt + "+" + best_kvt;
+    // The backward: the faster of the two-kernel form (each kernel at its best tile) and the
+    // one-pass form (the attention rewrite offers the one-pass form first on cuda).
+    const bool take_one = best_1 < best_q + best_kv;
+    const double best_b = take_one ? best_1 : best_q + best_kv;
+    const std::string best_bt = take_one ? "one-pass " + best_1t : best_qt + "+" + best_kvt;
     htr_fwd[si] = best_f;
     htr_fb[si] = best_f + best_b;
     Out(o, "htr", s, "fwd_ms", "ms", best_f * 1e3, o.reps, {{"tile", best_ft}, {"tflops", fl / best_f / 1e12}});
     Out(o, "htr", s, "bwd_ms", "ms", best_b * 1e3, o.reps, {{"tile", best_bt}, {"tflops", 2.5 * fl / best_b / 1e12}});
     Out(o, "htr", s, "fwdbwd_ms", "ms", (best_f + best_b) * 1e3, o.reps,
         {{"tiles", best_ft + "/" + best_bt}, {"tflops", 3.5 * fl / (best_f + best_b) / 1e12}});
-    double fused = 0, comp = 0;
-    Bytes(s, &fused, &comp);
+    double fused = 0, comp = 0, one_pass = 0;
+    Bytes(s, &fused, &comp, &one_pass);
+    if (best_1 < 1e29)
+      Out(o, "fused-one-pass", s, "bytes_per_call", "bytes", one_pass, 1,
+          {{"source", "analytic: tensor arguments of the forward and the one-pass backward's 3 launches"}});
     Out(o, "fused", s, "bytes_per_call", "bytes", fused, 1,
         {{"source", "analytic: tensor arguments of the 3 launches, counted as the profiler counts a step"}});
     Out(o, "composite", s, "bytes_per_call", "bytes", comp, 1,
