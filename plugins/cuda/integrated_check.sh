@@ -69,7 +69,7 @@ for lib in libnvrtc.so.13 libcublasLt.so.13 libnccl.so.2; do
   [ -n "$p" ] && vendor="$vendor:$(dirname "$p")"
 done
 export LD_LIBRARY_PATH="$D/lib$vendor" HTR_PLUGIN_PATH="$D/plugins" HTR_TEST_CUDA_PLUGIN="$D/plugins/libhtr_cuda.so"
-export HTR_CACHE_DIR="$OUT/cache" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+export HTR_CACHE_DIR="${HTR_CACHE_DIR:-/tmp/htr-cache}" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 PY=$(command -v python3)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 T0=$(date +%s)
