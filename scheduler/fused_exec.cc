@@ -28,8 +28,8 @@ bool TileRowsFor(htr_device_t* device) {
   return plugin && std::strcmp(plugin, "cuda") == 0;
 }
 
-bool OnePassAttentionFor(htr_device_t* device) {
-  (void)device;  // no plugin where it pays yet (H200, session 14: 0.283 vs 0.268 ms at B8 H12 T1024 D64)
+bool OnePassAttentionByEnv() {
+  // No plugin where it pays yet (H200, session 14: 0.283 vs 0.268 ms at B8 H12 T1024 D64).
   const std::optional<bool> v = htr::rt::ReadEnvSwitch("HTR_ATTENTION_ONE_PASS");
   return v && *v;
 }

@@ -67,7 +67,7 @@ bool TileRowsFor(htr_device_t* device);
 // (ops/kernels/attention_backward_atomic.cc: dQ added atomically, not bitwise reproducible run
 // to run): only where HTR_ATTENTION_ONE_PASS=1/on/true asks for it. Off by default: on the H200
 // it is slower than the two-kernel form (plugins/cuda/README.md, session 14).
-bool OnePassAttentionFor(htr_device_t* device);
+bool OnePassAttentionByEnv();
 
 class FusedExec {
  public:
@@ -79,7 +79,7 @@ class FusedExec {
         threads_(threads),
         tune_(!device_mode && !FusionForcedByEnv()),
         tile_rows_(device_mode && TileRowsFor(device)),
-        one_pass_attention_(device_mode && OnePassAttentionFor(device)) {}
+        one_pass_attention_(device_mode && OnePassAttentionByEnv()) {}
   ~FusedExec();
   FusedExec(const FusedExec&) = delete;
   FusedExec& operator=(const FusedExec&) = delete;
@@ -94,7 +94,8 @@ class FusedExec {
   bool tunes() const { return tune_; }
   // The device mode on a device where tiled row groups help (TileRowsFor): the Fuser's tile_rows.
   bool tile_rows() const { return tile_rows_; }
-  // The device mode on a device where the one-pass attention backward is offered first.
+  // The device mode with the one-pass attention backward offered first (the Fuser's
+  // one_pass_attention, also the precompile's dry run: parallel_compile.h).
   bool one_pass_attention() const { return one_pass_attention_; }
   // After the program's arena and states exist: resolves every fused step's arguments.
   htr_status_t Bind(const Program& p, htr_tensor_t* arena, const std::vector<htr_tensor_t*>& states);

@@ -64,7 +64,7 @@ void PrecompileFusion(const Graph& graph, bool reuse, uint32_t threads, bool dev
         launches.insert(launches.end(), g.launches.begin(), g.launches.end());
         return true;
       },
-      device_mode, fx->tile_rows());
+      device_mode, fx->tile_rows(), fx->one_pass_attention());
   Program scratch;
   const Status st = Compile(graph, reuse, threads, &scratch, &dry);
   if (!st.ok()) {

@@ -216,32 +216,24 @@ Value Builder::load(Value ptr, Value mask, Value other) {
   return emit(HTR_KIR_OP_LOAD, std::move(ops), ptr.type().with_dtype(ptr.dtype(), false));
 }
 
-void Builder::store(Value ptr, Value value, Value mask) {
-  if (!check(ptr, "store", "pointer") || !check(value, "store", "value")) return;
-  if (!ptr.type().ptr) return (void)fail("store", "operand is " + ptr.type().str() + ", not a pointer");
-  if (!unify("store", &ptr, &value)) return;
-  std::vector<uint32_t> ops = {ptr.id_, value.id_};
-  if (mask.valid()) {
-    mask = shape_to("store", mask, ptr.shape());
-    if (!check(mask, "store", "mask")) return;
-    ops.push_back(mask.id_);
-  }
-  emit_void(HTR_KIR_OP_STORE, std::move(ops));
-}
+void Builder::store(Value ptr, Value value, Value mask) { write(HTR_KIR_OP_STORE, ptr, value, mask); }
 
-void Builder::atomic_add(Value ptr, Value value, Value mask) {
-  if (!check(ptr, "atomic_add", "pointer") || !check(value, "atomic_add", "value")) return;
-  if (!ptr.type().ptr) return (void)fail("atomic_add", "operand is " + ptr.type().str() + ", not a pointer");
-  if (ptr.dtype() != HTR_DTYPE_F32 && ptr.dtype() != HTR_DTYPE_I32)
-    return (void)fail("atomic_add", "pointer is " + ptr.type().str() + ", must point to f32 or i32");
-  if (!unify("atomic_add", &ptr, &value)) return;
+void Builder::atomic_add(Value ptr, Value value, Value mask) { write(HTR_KIR_OP_ATOMIC_ADD, ptr, value, mask); }
+
+void Builder::write(uint16_t opcode, Value ptr, Value value, Value mask) {
+  const char* name = ir::opcode_name(opcode);
+  if (!check(ptr, name, "pointer") || !check(value, name, "value")) return;
+  if (!ptr.type().ptr) return (void)fail(name, "operand is " + ptr.type().str() + ", not a pointer");
+  if (opcode == HTR_KIR_OP_ATOMIC_ADD && ptr.dtype() != HTR_DTYPE_F32 && ptr.dtype() != HTR_DTYPE_I32)
+    return (void)fail(name, "pointer is " + ptr.type().str() + ", must point to f32 or i32");
+  if (!unify(name, &ptr, &value)) return;
   std::vector<uint32_t> ops = {ptr.id_, value.id_};
   if (mask.valid()) {
-    mask = shape_to("atomic_add", mask, ptr.shape());
-    if (!check(mask, "atomic_add", "mask")) return;
+    mask = shape_to(name, mask, ptr.shape());
+    if (!check(mask, name, "mask")) return;
     ops.push_back(mask.id_);
   }
-  emit_void(HTR_KIR_OP_ATOMIC_ADD, std::move(ops));
+  emit_void(opcode, std::move(ops));
 }
 
 Value Builder::binary(uint16_t opcode, Value a, Value b) {

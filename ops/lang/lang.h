@@ -144,6 +144,8 @@ class Builder {
   Value emit(uint16_t opcode, std::vector<uint32_t> operands, const Type& result,
              std::vector<int64_t> attrs = {});
   void emit_void(uint16_t opcode, std::vector<uint32_t> operands);
+  // store / atomic_add (`opcode`): the checks, the mask broadcast, the op.
+  void write(uint16_t opcode, Value ptr, Value value, Value mask);
   bool check(const Value& v, const char* op, const char* what);
   bool fail(const char* op, const std::string& message);
   // Broadcast a and b to one shape (splat/expand/broadcast as needed).

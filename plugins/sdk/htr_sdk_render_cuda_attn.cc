@@ -284,12 +284,6 @@ class AttnRenderer {
       for (uint32_t i = for_op_ + 1; i + 1 < a_.body_end[for_op_]; ++i)
         if (k_.ops[i].opcode == HTR_KIR_OP_STORE) return no(why, "a store inside the loop");
     }
-    for (uint32_t i = 0; i < k_.ops.size(); ++i) {
-      const Op& op = k_.ops[i];
-      if (op.opcode != HTR_KIR_OP_ATOMIC_ADD) continue;
-      const Type& tv = type(op.operands[1]);
-      if (tv.is_tile() && natural(tv) == kFrag && tv.shape[0] != R_) return no(why, "an atomic add of a tile that is not [R,n]");
-    }
     // One 16-row slab per warp up to the target's warps per block (8 by default: R = 128 runs as
     // 8 warps; HTR_CUDA_BLOCK_WARPS=4 makes it 4 warps of 32 rows each, FA2's arrangement).
     const uint32_t slabs = R_ / 16;
@@ -854,12 +848,8 @@ class AttnRenderer {
         continue;
       }
       if (op.opcode == HTR_KIR_OP_YIELD) continue;  // handled by loop()
-      if (op.opcode == HTR_KIR_OP_STORE) {
+      if (op.opcode == HTR_KIR_OP_STORE || op.opcode == HTR_KIR_OP_ATOMIC_ADD) {
         store(op);
-        continue;
-      }
-      if (op.opcode == HTR_KIR_OP_ATOMIC_ADD) {
-        atomic_add(op);
         continue;
       }
       if (op.results.size() != 1) continue;
@@ -1135,41 +1125,29 @@ class AttnRenderer {
     line("}");
   }
 
+  // A store, or an atomic add (IR 1.1): every element once (a row / column value is held by
+  // several threads: one of them writes). A store is followed by a barrier; an atomic add
+  // (atomicAdd: red.global.add, its result unused) is not: nothing in this launch reads the sums.
   void store(const Op& op) {
     const uint32_t val = op.operands[1];
     const Type& tv = type(val);
     const htr_dtype_t sd = tv.dtype;
-    auto st = [&](const std::string& p, const std::string& x) { return CSpelling::store_stmt(sd, p, x); };
+    const bool atomic = op.opcode == HTR_KIR_OP_ATOMIC_ADD;
+    auto st = [&](const std::string& p, const std::string& x) {
+      return atomic ? "atomicAdd(" + p + ", " + x + ");" : CSpelling::store_stmt(sd, p, x);
+    };
     if (!tv.is_tile()) {
       std::string c = "threadIdx.x == 0";
       if (op.operands.size() > 2) c += " && " + v(op.operands[2]);
       line("if (" + c + ") " + st(v(op.operands[0]), v(val)));
-      line("__syncthreads();");
+      if (!atomic) line("__syncthreads();");
       return;
     }
     const uint8_t l = natural(tv);
     std::string c = l == kRow ? "(htr_lane & 3) == 0" : l == kCol ? "(threadIdx.x >> 2) == 0" : "true";
     if (op.operands.size() > 2) c += " && " + ref(op.operands[2], l);
     line(loops(tv, l) + "if (" + c + ") " + st(ref(op.operands[0], l), ref(val, l)));
-    line("__syncthreads();");
-  }
-
-  // Atomic adds (IR 1.1): every element once (a row / column value is held by several
-  // threads: one of them adds), atomicAdd (red.global.add where the result is unused); no
-  // barrier, nothing in this launch reads the sums.
-  void atomic_add(const Op& op) {
-    const uint32_t val = op.operands[1];
-    const Type& tv = type(val);
-    if (!tv.is_tile()) {
-      std::string c = "threadIdx.x == 0";
-      if (op.operands.size() > 2) c += " && " + v(op.operands[2]);
-      line("if (" + c + ") atomicAdd(" + v(op.operands[0]) + ", " + v(val) + ");");
-      return;
-    }
-    const uint8_t l = natural(tv);
-    std::string c = l == kRow ? "(htr_lane & 3) == 0" : l == kCol ? "(threadIdx.x >> 2) == 0" : "true";
-    if (op.operands.size() > 2) c += " && " + ref(op.operands[2], l);
-    line(loops(tv, l) + "if (" + c + ") atomicAdd(" + ref(op.operands[0], l) + ", " + ref(val, l) + ");");
+    if (!atomic) line("__syncthreads();");
   }
 
   Status loop(uint32_t fi) {

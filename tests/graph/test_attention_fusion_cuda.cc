@@ -71,6 +71,27 @@ void Block(Graph* g, int64_t B, int64_t H, int64_t T, int64_t D) {
   CUDA_REQUIRE_OK(g->AddOutput("dwp", grads[2]));
 }
 
+// Reads and verifies launch `l`'s kernel and renders it as the cuda plugin does: its specialized
+// args baked in (cuda_kernel.cc check_spec: argument index = launch position), 227 KiB of shared
+// memory, rows of 256 threads.
+void RenderLaunch(const htr::sched::FusedLaunch& l, ir::Kernel* kern, ir::Rendered* r, ir::CudaLaunch* launch) {
+  ir::Analysis an;
+  REQUIRE(ir::read(l.ir.data(), l.ir.size(), kern).ok());
+  REQUIRE(ir::verify(*kern, &an).ok());
+  REQUIRE(kern->args.size() == l.args.size());
+  std::vector<ir::Specialization> spec(kern->args.size());
+  for (size_t i = 0; i < l.args.size(); ++i) {
+    const FusedArg& a = l.args[i];
+    if (!a.specialize || a.kind != FusedArg::Kind::kInt) continue;
+    spec[i].set = true;
+    spec[i].i = a.i;
+  }
+  ir::CudaTarget target;
+  target.smem_bytes = 227 * 1024;
+  target.row_threads = 256;
+  REQUIRE(ir::render_cuda(*kern, an, spec, target, r, launch).ok());
+}
+
 }  // namespace
 
 TEST_CASE("bf16 GPT-2 block: the attention launches bind the qkv layout and take the CUDA tensor-core lowering",
@@ -114,23 +135,9 @@ TEST_CASE("bf16 GPT-2 block: the attention launches bind the qkv layout and take
   for (const auto* grp : groups) {
     for (const auto& l : grp->launches) {
       ir::Kernel kern;
-      ir::Analysis an;
-      REQUIRE(ir::read(l.ir.data(), l.ir.size(), &kern).ok());
-      REQUIRE(ir::verify(kern, &an).ok());
-      REQUIRE(kern.args.size() == l.args.size());
-      // As the cuda plugin specializes (cuda_kernel.cc check_spec: argument index = launch position).
-      std::vector<ir::Specialization> spec(kern.args.size());
-      for (size_t i = 0; i < l.args.size(); ++i) {
-        const FusedArg& a = l.args[i];
-        if (!a.specialize || a.kind != FusedArg::Kind::kInt) continue;
-        spec[i].set = true;
-        spec[i].i = a.i;
-      }
-      ir::CudaTarget target;
-      target.smem_bytes = 227 * 1024;
       ir::Rendered r;
       ir::CudaLaunch launch;
-      REQUIRE(ir::render_cuda(kern, an, spec, target, &r, &launch).ok());
+      RenderLaunch(l, &kern, &r, &launch);
       INFO(kern.name << ": " << launch.lowering);
       CHECK(launch.lowering.rfind("block-attn", 0) == 0);
       bool offsets = false;  // the kernels with element offsets (AttentionConfig::offsets)
@@ -172,26 +179,11 @@ TEST_CASE("bf16 GPT-2 block, one-pass backward: prep, dkdvq (tensor cores, atomi
   }
   const char* const names[3] = {"attention_backward_prep", "attention_backward_dkdvq", "attention_backward_dq_finish"};
   for (size_t li = 0; li < 3; ++li) {
-    const auto& l = grad->launches[li];
     ir::Kernel kern;
-    ir::Analysis an;
-    REQUIRE(ir::read(l.ir.data(), l.ir.size(), &kern).ok());
-    REQUIRE(ir::verify(kern, &an).ok());
-    CHECK(kern.name == names[li]);
-    REQUIRE(kern.args.size() == l.args.size());
-    std::vector<ir::Specialization> spec(kern.args.size());
-    for (size_t i = 0; i < l.args.size(); ++i) {
-      const FusedArg& a = l.args[i];
-      if (!a.specialize || a.kind != FusedArg::Kind::kInt) continue;
-      spec[i].set = true;
-      spec[i].i = a.i;
-    }
-    ir::CudaTarget target;
-    target.smem_bytes = 227 * 1024;
-    target.row_threads = 256;
     ir::Rendered r;
     ir::CudaLaunch launch;
-    REQUIRE(ir::render_cuda(kern, an, spec, target, &r, &launch).ok());
+    RenderLaunch(grad->launches[li], &kern, &r, &launch);
+    CHECK(kern.name == names[li]);
     INFO(kern.name << ": " << launch.lowering);
     CHECK(launch.lowering.rfind(li == 1 ? "block-attn" : "row", 0) == 0);
     htr_test_cuda::DumpSource("layout_" + kern.name + ".cu", r.source);
