@@ -171,6 +171,16 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
     target.fast_math = true;
     if (const char* fm = host.config("HTR_CUDA_FAST_MATH"); fm != nullptr && *fm != '\0')
       target.fast_math = std::strcmp(fm, "0") != 0;
+    // Attention programs longest first across heads (CudaTarget::attn_group_bytes_q / _k): query
+    // tiles over all heads at once, key tiles in groups streaming ~8 MiB (the session-15 H200
+    // sweep, plugins/cuda/README.md); HTR_CUDA_ATTN_GROUP_Q_KB / _K_KB=N set the KiB, 0 keeps
+    // one head's tiles together.
+    target.attn_group_bytes_q = uint64_t{1} << 50;
+    target.attn_group_bytes_k = uint64_t{8} << 20;
+    if (const char* gq = host.config("HTR_CUDA_ATTN_GROUP_Q_KB"); gq != nullptr && *gq != '\0')
+      target.attn_group_bytes_q = static_cast<uint64_t>(std::strtoull(gq, nullptr, 10)) << 10;
+    if (const char* gk = host.config("HTR_CUDA_ATTN_GROUP_K_KB"); gk != nullptr && *gk != '\0')
+      target.attn_group_bytes_k = static_cast<uint64_t>(std::strtoull(gk, nullptr, 10)) << 10;
     ir::Rendered r;
     s = ir::render_cuda(k->kernel, analysis, k->spec, target, &r, &k->launch);
     if (!s.ok()) return from_ir(host, s, "render");

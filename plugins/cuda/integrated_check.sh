@@ -91,6 +91,8 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
   gpu)
     timeout 90 "$D/bin/test_cuda_kernels" "[gpu]" 2>&1 | tail -2
     [ -x "$D/bin/test_cuda_attention" ] && timeout 90 "$D/bin/test_cuda_attention" "[gpu]" 2>&1 | tail -2
+    # again with head groups of 2 and 1 for its B3 H1 T130 shape (CudaTarget::attn_group_bytes_q / _k)
+    [ -x "$D/bin/test_cuda_attention" ] && HTR_CUDA_ATTN_GROUP_Q_KB=128 HTR_CUDA_ATTN_GROUP_K_KB=128 timeout 90 "$D/bin/test_cuda_attention" "[gpu]" 2>&1 | tail -2
     [ -x "$D/bin/test_cuda_rows" ] && timeout 90 "$D/bin/test_cuda_rows" "[gpu]" 2>&1 | tail -2
     ;;
   conform)
@@ -102,8 +104,9 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
       ev=""; [ "$e" != default ] && ev=${e//,/ }
       for s in ${ATTN_SHAPES:-8,12,1024,64 8,12,4096,128}; do
         env $ev timeout 90 "$D/bin/htr-bench-gpu" attention-gpu --device cuda:0 --shapes $s --tiles ${ATTN_TILES:-64x64} --python "$PY" \
-          > "$OUT/attention-$s.jsonl" 2> "$OUT/attention-$s.err"; echo "attention $e $s rc=$?"
-        grep -E '"ratio"|_ms"|bytes' "$OUT/attention-$s.jsonl" | short; tail -2 "$OUT/attention-$s.err"
+          > "$OUT/attention-${e//[=,]/_}-$s.jsonl" 2> "$OUT/attention-$s.err"; echo "attention $e $s rc=$?"
+        grep -E '"ratio"|_ms"|bytes' "$OUT/attention-${e//[=,]/_}-$s.jsonl" | short; tail -2 "$OUT/attention-$s.err"
+        grep '"htr-sweep".*"dkdv_ms"' "$OUT/attention-${e//[=,]/_}-$s.jsonl" | sed 's/.*"dkdv_ms":\([0-9.]*\),"dq_ms":\([0-9.]*\).*/  dq \2 dkdv \1/'
       done
     done
     ;;

@@ -72,6 +72,17 @@ struct CudaTarget {
   // x*log2(e), 2 + 1.16|x| ulp; __fdividef: x * rcp.approx(y), 2 ulp for |y| < 2^126) instead of
   // the IEEE sequences. The cuda plugin reads HTR_CUDA_FAST_MATH.
   bool fast_math = false;
+  // Warp-row attention lowering: where the flash loop's bounds depend on program_id(0) (causal
+  // query or key tiles), programs are launched in groups of heads (program_id(1)) that stream
+  // about this many bytes of loop tiles, program_id(1) fastest within a group, so each head's
+  // longest tile starts before the group's shorter ones (longest first across heads; a group's
+  // operands may stay in L2); 0: program_id(0) fastest (one head's tiles together, query tiles
+  // the last one first). attn_group_bytes_q applies where the trip count grows with
+  // program_id(0) (query tiles: the forward, dQ), attn_group_bytes_k where it shrinks (key
+  // tiles: dK/dV). The cuda plugin reads HTR_CUDA_ATTN_GROUP_Q_KB / _K_KB (plugins/cuda/README.md,
+  // session 15: all heads in one group for query tiles, 8 MiB for key tiles).
+  uint64_t attn_group_bytes_q = 0;
+  uint64_t attn_group_bytes_k = 0;
 };
 
 /* How to launch what render_cuda printed. block_program (dot-shaped or row

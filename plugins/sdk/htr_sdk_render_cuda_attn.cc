@@ -410,8 +410,25 @@ class AttnRenderer {
       if (!r.same && r.atwin < 0) smem_ += r.bytes * (r.in_loop ? 2 : 1);
     }
     // Programs are independent, so blocks may take them in any order: where the loop's trip count
-    // grows with program_id(0) (causal query tiles), the longest programs start first.
-    if (for_op_ != UINT32_MAX) reverse_ = depends_on_pid0(k_.ops[for_op_].operands[1], 0);
+    // grows with program_id(0) (causal query tiles), the longest programs start first; where it
+    // depends on program_id(0) at all (key tiles too) and CudaTarget::attn_group_bytes_q / _k is set,
+    // program_id(1) (batch * head) runs fastest within groups of heads, so each head of a group
+    // starts its longest tile before any shorter one; a group holds as many heads as stream
+    // about attn_group_bytes_q / _k of loop tiles (the loop's staged bytes an iteration, counted once
+    // per pair of twins, times program_id(0)'s extent, which is the loop's tile count), so that a
+    // group's operands stay in L2.
+    if (for_op_ != UINT32_MAX) {
+      reverse_ = depends_on_pid0(k_.ops[for_op_].operands[1], 0);
+      const uint64_t gb = reverse_ ? t.attn_group_bytes_q
+                          : depends_on_pid0(k_.ops[for_op_].operands[0], 0) ? t.attn_group_bytes_k : 0;
+      if (gb > 0) {
+        group_bytes_ = gb;
+        loop_bytes_ = 0;
+        for (const Region& r : regions_)
+          if (r.in_loop && !r.reg && r.twin < 0) loop_bytes_ += r.bytes;
+        if (loop_bytes_ == 0) group_bytes_ = 0;
+      }
+    }
     if (smem_ > t.smem_bytes) return no(why, "staged tiles need " + std::to_string(smem_) + " bytes of shared memory");
     return true;
   }
@@ -445,8 +462,18 @@ class AttnRenderer {
     for (const auto& prm : params) s_ += ", " + prm;
     s_ += ") {\n"
           "  const int64_t htr_lin = blockIdx.x;\n"
+          + std::string(group_bytes_ > 0 ?
+          // Groups of htr_hg heads (the last one htr_gh), program_id(1) fastest within a group.
+          "  const int64_t htr_hq = (int64_t)" + std::to_string(group_bytes_) + "LL / ((int64_t)htr_g0 * " +
+          std::to_string(loop_bytes_) + "LL);\n"
+          "  const int64_t htr_hg = htr_hq < 1 ? 1 : htr_hq > htr_g1 ? (int64_t)htr_g1 : htr_hq;\n"
+          "  const int64_t htr_pl = htr_lin % ((int64_t)htr_g0 * htr_g1), htr_grp = htr_pl / (htr_hg * htr_g0),\n"
+          "                htr_w = htr_pl % (htr_hg * htr_g0), htr_left = (int64_t)htr_g1 - htr_grp * htr_hg,\n"
+          "                htr_gh = htr_hg < htr_left ? htr_hg : htr_left;\n"
+          "  const int32_t pid1 = (int32_t)(htr_grp * htr_hg + htr_w % htr_gh), pid0 = (int32_t)(" +
+          std::string(reverse_ ? "htr_g0 - 1 - " : "") + "htr_w / htr_gh),\n" :
           "  const int32_t pid0 = (int32_t)(" + std::string(reverse_ ? "htr_g0 - 1 - " : "") +
-          "htr_lin % htr_g0), pid1 = (int32_t)((htr_lin / htr_g0) % htr_g1),\n"
+          "htr_lin % htr_g0), pid1 = (int32_t)((htr_lin / htr_g0) % htr_g1),\n") +
           "                pid2 = (int32_t)(htr_lin / ((int64_t)htr_g0 * htr_g1));\n"
           "  (void)pid0; (void)pid1; (void)pid2; (void)htr_g2;\n"
           "  extern __shared__ __align__(128) unsigned char htr_at_smem[];\n"
@@ -1341,6 +1368,8 @@ class AttnRenderer {
   std::map<std::string, std::string> coef_defs_;  // CoefDef name -> expression (same_transposed)
   uint32_t for_op_ = UINT32_MAX;
   bool reverse_ = false;
+  uint64_t group_bytes_ = 0;  // CudaTarget::attn_group_bytes_q / _k where the order applies, else 0
+  uint64_t loop_bytes_ = 0;   // the loop's staged bytes an iteration (twins once)
   uint32_t R_ = 0, W_ = 1, FM_ = 1, smem_ = 0;
   std::string s_;
   int depth_ = 0;

@@ -173,6 +173,27 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
       const int rc = nv.compile(r.source, &text);
       INFO(text);
       CHECK(rc == 0);
+      // Longest first across groups of heads (CudaTarget::attn_group_bytes_q / _k, 16 MiB
+      // here): (batch, head) varies fastest within a group in launch order; query tiles
+      // (forward, dQ) count down from the last, key tiles (dK/dV) up from the first. Without it,
+      // one head's tiles are launched together (query tiles still the last one first).
+      const char* within = ki == 2 ? "const int32_t pid0 = (int32_t)(htr_lin % htr_g0)"
+                                   : "const int32_t pid0 = (int32_t)(htr_g0 - 1 - htr_lin % htr_g0)";
+      CHECK(r.source.find(within) != std::string::npos);
+      (ki == 2 ? target.attn_group_bytes_k : target.attn_group_bytes_q) = uint64_t{16} << 20;
+      ir::Rendered lpt;
+      ir::CudaLaunch lpt_launch;
+      REQUIRE(ir::render_cuda(kern, an, spec, target, &lpt, &lpt_launch).ok());
+      // The loop's tiles an iteration, twins once: K^T and V (forward), K^T and V^T (dQ), Q^T and
+      // dO^T (dK/dV): 2 x 64 x bd bf16.
+      const std::string per = std::to_string(2 * 64 * bd * 2);
+      INFO(lpt.source.substr(0, 4000));
+      CHECK(lpt.source.find("htr_hq = (int64_t)16777216LL / ((int64_t)htr_g0 * " + per + "LL)") != std::string::npos);
+      const char* across = ki == 2 ? "const int32_t pid1 = (int32_t)(htr_grp * htr_hg + htr_w % htr_gh), pid0 = (int32_t)(htr_w / htr_gh)"
+                                   : "const int32_t pid1 = (int32_t)(htr_grp * htr_hg + htr_w % htr_gh), pid0 = (int32_t)(htr_g0 - 1 - htr_w / htr_gh)";
+      CHECK(lpt.source.find(across) != std::string::npos);
+      CHECK(lpt_launch.smem_bytes == launch.smem_bytes);
+      CHECK(nv.compile(lpt.source, &text) == 0);
     }
   }
   // f32 attention keeps the per-thread lowering (no tensor cores for f32), and so does the
@@ -358,7 +379,12 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
     return;
   }
   struct Shape { int64_t B, H, T, D; uint32_t bd; };
-  for (const Shape sh : {Shape{1, 2, 200, 64, 64}, Shape{2, 1, 130, 48, 64}, Shape{1, 2, 192, 128, 128}}) {
+  // Shape{3, 1, 130, ...}: with HTR_CUDA_ATTN_GROUP_Q_KB=128 HTR_CUDA_ATTN_GROUP_K_KB=128
+  // (plugins/cuda/integrated_check.sh runs this test again so) its programs are launched in head
+  // groups of 2 and 1 (CudaTarget::attn_group_bytes_q / _k: 128 KiB / (3 tiles x 16 KiB)); the
+  // others in one group or one a head.
+  for (const Shape sh : {Shape{1, 2, 200, 64, 64}, Shape{2, 1, 130, 48, 64}, Shape{1, 2, 192, 128, 128},
+                         Shape{3, 1, 130, 64, 64}}) {
     const int64_t B = sh.B, H = sh.H, T = sh.T, D = sh.D, n = B * H * T * D;
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     std::mt19937_64 g(7);
