@@ -226,6 +226,10 @@ void Builder::write(uint16_t opcode, Value ptr, Value value, Value mask) {
   if (!ptr.type().ptr) return (void)fail(name, "operand is " + ptr.type().str() + ", not a pointer");
   if (opcode == HTR_KIR_OP_ATOMIC_ADD && ptr.dtype() != HTR_DTYPE_F32 && ptr.dtype() != HTR_DTYPE_I32)
     return (void)fail(name, "pointer is " + ptr.type().str() + ", must point to f32 or i32");
+  // Caught here, at the call, rather than by the verifier when the kernel is serialized.
+  if (value.dtype() != ptr.dtype())
+    return (void)fail(name, "value is " + value.type().str() + ", pointer is " + ptr.type().str() +
+                                "; use cast()");
   if (!unify(name, &ptr, &value)) return;
   std::vector<uint32_t> ops = {ptr.id_, value.id_};
   if (mask.valid()) {
