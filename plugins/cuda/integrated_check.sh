@@ -10,11 +10,12 @@
 # run: sections from $SECTIONS (default: all, in this order; each bounded by `timeout`):
 #   parity     tiny 50 steps cpu:0 vs cuda:0 (whole-step graphs and row kernels on; then HTR_GRAPHS=0),
 #              worst per-step relative loss difference
-#   gpu        test_cuda_kernels [gpu], test_cuda_attention [gpu], test_cuda_rows [gpu]
+#   gpu        test_cuda_kernels [gpu], test_cuda_attention [gpu] (twice: defaults, then 128 KiB
+#              attention head groups), test_cuda_rows [gpu]
 #   conform    htr-conform on the cuda plugin
 #   attention  htr-bench-gpu attention-gpu ($ATTN_SHAPES: B8 H12 T1024 D64 and T4096 D128, bf16,
 #              causal; $ATTN_TILES: 64x64) with PyTorch SDPA in the same run, once per setting in
-#              $ATTN_ENVS (as ROWS_ENVS)
+#              $ATTN_ENVS (as ROWS_ENVS; one attention-SETTING-SHAPE.jsonl each, dQ / dK-dV printed)
 #   rows       htr-bench-gpu rows-gpu: gpt2's elementwise/row kernels (GB/s) with PyTorch eager, once
 #              per setting in $ROWS_ENVS (default: the tree's; a setting is VAR=V[,VAR=V...]; the
 #              peer runs with the first)
