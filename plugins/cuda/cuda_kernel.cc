@@ -175,12 +175,12 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
     // tiles over all heads at once, key tiles in groups streaming ~8 MiB (the session-15 H200
     // sweep, plugins/cuda/README.md); HTR_CUDA_ATTN_GROUP_Q_KB / _K_KB=N set the KiB, 0 keeps
     // one head's tiles together.
-    target.attn_group_bytes_q = uint64_t{1} << 50;
-    target.attn_group_bytes_k = uint64_t{8} << 20;
-    if (const char* gq = host.config("HTR_CUDA_ATTN_GROUP_Q_KB"); gq != nullptr && *gq != '\0')
-      target.attn_group_bytes_q = static_cast<uint64_t>(std::strtoull(gq, nullptr, 10)) << 10;
-    if (const char* gk = host.config("HTR_CUDA_ATTN_GROUP_K_KB"); gk != nullptr && *gk != '\0')
-      target.attn_group_bytes_k = static_cast<uint64_t>(std::strtoull(gk, nullptr, 10)) << 10;
+    auto kib = [&host](const char* key, uint64_t bytes) {
+      const char* v = host.config(key);
+      return v != nullptr && *v != '\0' ? static_cast<uint64_t>(std::strtoull(v, nullptr, 10)) << 10 : bytes;
+    };
+    target.attn_group_bytes_q = kib("HTR_CUDA_ATTN_GROUP_Q_KB", uint64_t{1} << 50);
+    target.attn_group_bytes_k = kib("HTR_CUDA_ATTN_GROUP_K_KB", uint64_t{8} << 20);
     ir::Rendered r;
     s = ir::render_cuda(k->kernel, analysis, k->spec, target, &r, &k->launch);
     if (!s.ok()) return from_ir(host, s, "render");

@@ -105,8 +105,8 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
       ev=""; [ "$e" != default ] && ev=${e//,/ }
       for s in ${ATTN_SHAPES:-8,12,1024,64 8,12,4096,128}; do
         env $ev timeout 90 "$D/bin/htr-bench-gpu" attention-gpu --device cuda:0 --shapes $s --tiles ${ATTN_TILES:-64x64} --python "$PY" \
-          > "$OUT/attention-${e//[=,]/_}-$s.jsonl" 2> "$OUT/attention-$s.err"; echo "attention $e $s rc=$?"
-        grep -E '"ratio"|_ms"|bytes' "$OUT/attention-${e//[=,]/_}-$s.jsonl" | short; tail -2 "$OUT/attention-$s.err"
+          > "$OUT/attention-${e//[=,]/_}-$s.jsonl" 2> "$OUT/attention-${e//[=,]/_}-$s.err"; echo "attention $e $s rc=$?"
+        grep -E '"ratio"|_ms"|speedup|bytes' "$OUT/attention-${e//[=,]/_}-$s.jsonl" | short; tail -2 "$OUT/attention-${e//[=,]/_}-$s.err"
         grep '"htr-sweep".*"dkdv_ms"' "$OUT/attention-${e//[=,]/_}-$s.jsonl" | sed 's/.*"dkdv_ms":\([0-9.]*\),"dq_ms":\([0-9.]*\).*/  dq \2 dkdv \1/'
       done
     done

@@ -310,6 +310,7 @@ TEST_CASE("DSL: atomic_add refuses what the verifier would", "[dsl]") {
   const ir::Status s = c.serialize(&bytes);
   CHECK(s.code == HTR_STATUS_INVALID_ARGUMENT);
   CHECK(s.message.find("atomic_add") != std::string::npos);
+  CHECK(s.message.find("value is i32[16], pointer is ptr<f32>[16]; use cast()") != std::string::npos);
   Builder d("bad_store");
   Value g = d.arg_ptr("g", HTR_DTYPE_BF16);
   d.store(g + d.arange(0, 8), d.zeros({8}, HTR_DTYPE_F32));
