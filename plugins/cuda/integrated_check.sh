@@ -24,10 +24,12 @@
 #              4096 and 8192) with PyTorch, htr-conform on the vulkan plugin
 #   train      htr-bench-gpu train --preset gpt2 (B16 T1024, bf16) on $TRAIN_DEVICES with PyTorch
 #              (torch.compile, bf16 autocast) on the same GPU
+#   peerprof   the PyTorch peer of `train` (torch.compile, bf16) for 3 warm-up steps and one step
+#              under torch.profiler: its top $PEERPROF_ROWS (45) kernels by self device time
 #   curve      tools/compare_loss_curve.py on $CURVE_DEVICE (cuda:0; cpu:0 runs both sides on the
 #              host's cores) with $CURVE_ARGS
 #   profile    htr-train --preset gpt2 bf16 B16 T1024, $PROFILE_STEPS (4) steps with --profile; the
-#              trace is gzipped into OUT and summarised by htr-prof
+#              trace is gzipped into OUT and its last step summarised by htr-prof (--step last)
 #   ablate     htr-train --preset gpt2 bf16 B16 T1024, $ABLATE_STEPS (8) steps once per setting in
 #              $ABLATE_ENVS (default: the tree's defaults, HTR_MATMUL_F32_OUT=0,
 #              HTR_SHARE_WEIGHT_CASTS=1; as ROWS_ENVS): the plan line and the last step's tokens/s
@@ -141,6 +143,12 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
       > "$OUT/train-gpt2.jsonl" 2> "$OUT/train-gpt2.err"
     echo "train rc=$?"; cat "$OUT/train-gpt2.jsonl"; tail -5 "$OUT/train-gpt2.err"
     ;;
+  peerprof)
+    "$D/bin/htr-bench-gpu" train --print-peer-script > "$OUT/peer_train.py"
+    timeout ${PEERPROF_TIMEOUT:-200} "$PY" "$OUT/peer_train.py" --preset gpt2 --batch 16 --seq 1024 --device cuda:0 \
+      --precision bf16 --mode compile --warmup 3 --steps 1 --profile ${PEERPROF_ROWS:-45} > "$OUT/peerprof.jsonl" 2> "$OUT/peerprof.txt"
+    echo "peerprof rc=$?"; tail -2 "$OUT/peerprof.jsonl" | cut -c1-200; grep -v "^W\|^I\|Warning" "$OUT/peerprof.txt" | tail -${PEERPROF_ROWS:-45}
+    ;;
   curve)
     cdev=${CURVE_DEVICE:-cuda:0}
     timeout ${CURVE_TIMEOUT:-120} "$PY" "$D/compare_loss_curve.py" --htr-train "$D/bin/htr-train" --device "$cdev" \
@@ -163,7 +171,7 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
       --steps ${PROFILE_STEPS:-4} --eval-every 0 --sample-tokens 0 --progress plain --print-every 1 --data "$D/data.txt" \
       --out-dir "$OUT/gpt2" --profile "$OUT/gpt2-trace.json" > "$OUT/gpt2-profile.log" 2>&1
     echo "profile rc=$?"; grep -E "^step|steps in" "$OUT/gpt2-profile.log" | tail -4
-    [ -f "$OUT/gpt2-trace.json" ] && "$D/bin/htr-prof" "$OUT/gpt2-trace.json" --top 25 && gzip -f "$OUT/gpt2-trace.json"
+    [ -f "$OUT/gpt2-trace.json" ] && "$D/bin/htr-prof" "$OUT/gpt2-trace.json" --top 40 --step last && gzip -f "$OUT/gpt2-trace.json"
     ;;
   esac
 done

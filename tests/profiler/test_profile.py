@@ -9,7 +9,8 @@ trace: `htr-train --preset tiny --steps 5 --profile t.json --print-plan`;
   with a broken nesting and a copy in nanoseconds (so it can fail);
   `htr-prof t.json` lists every op that runs on the training path (the plan
   printed by --print-plan, alias reshapes excluded: they run nothing) with
-  calls = plan count x 5 steps; htr-prof rejects a file that is not a trace.
+  calls = plan count x 5 steps, `--step last` / `--step 2` list each plan op once and
+  `--step 6` fails naming the step count; htr-prof rejects a file that is not a trace.
   With HTR_BENCH: `htr-bench peak` (small sizes) first fills a private peaks
   cache (HTR_CACHE_DIR), so the trace carries the peaks and htr-prof shows
   a % of peak for matmul.
@@ -130,6 +131,18 @@ def test_trace(htr_train, htr_prof, work, htr_bench=None):
     for op in listed:
         if op not in plan:
             failures.append(f"htr-prof lists '{op}', which is not on the training path")
+    # --step: one step's ops only (each plan op once per step), a step past the end is an error.
+    for sel in ("last", "2"):
+        r1 = subprocess.run([htr_prof, trace, "--step", sel], capture_output=True, text=True, timeout=300)
+        one = prof_ops(r1.stdout)
+        if r1.returncode != 0 or "ops of step" not in r1.stdout:
+            failures.append(f"htr-prof --step {sel} failed or did not say which step: {r1.stderr[-500:]}")
+        for op, n in sorted(plan.items()):
+            if one.get(op) != n:
+                failures.append(f"htr-prof --step {sel} lists {one.get(op)} calls of '{op}', the plan runs {n} a step")
+    r1 = subprocess.run([htr_prof, trace, "--step", str(steps + 1)], capture_output=True, text=True, timeout=300)
+    if r1.returncode != 1 or f"the trace has {steps} training steps" not in r1.stderr:
+        failures.append(f"htr-prof --step {steps + 1} did not fail naming the step count: {r1.stderr[-500:]}")
     junk = os.path.join(work, "junk.json")
     with open(junk, "w", encoding="utf-8") as f:
         f.write("[1, 2")

@@ -20,7 +20,9 @@
 //   steps absorb the compile; the first step's seconds are reported as first_step_s); attention
 //   through F.scaled_dot_product_attention(is_causal=True) (flash attention for bf16 on Hopper);
 //   torch.optim.AdamW(fused=True).
-// --attention and --fused-adamw override either default.
+// --attention and --fused-adamw override either default. --profile N records the last step with
+// torch.profiler and prints its top N kernels by self device time to stderr (that step's timing
+// includes the profiler's cost); for reading where the peer's step goes next to htr-prof's.
 #ifndef HTR_TOOLS_HTR_BENCH_PEER_TRAIN_PY_H_
 #define HTR_TOOLS_HTR_BENCH_PEER_TRAIN_PY_H_
 
@@ -48,6 +50,7 @@ def main():
     ap.add_argument("--mode", default="eager", choices=["eager", "compile"])
     ap.add_argument("--attention", default="auto", choices=["auto", "manual", "sdpa"])
     ap.add_argument("--fused-adamw", default="auto", choices=["auto", "on", "off"])
+    ap.add_argument("--profile", type=int, default=0)
     a = ap.parse_args()
     L, C, H, CTX, B = PRESETS[a.preset]
     B = a.batch or B
@@ -116,7 +119,15 @@ def main():
     sync = (lambda: torch.cuda.synchronize(dev)) if gpu else (lambda: None)
     g = torch.Generator(device=dev).manual_seed(1)
     times, first = [], None
+    last = a.warmup + a.steps - 1
     for step in range(a.warmup + a.steps):
+        prof = None
+        if a.profile > 0 and step == last:
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if gpu:
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+            prof = torch.profiler.profile(activities=acts)
+            prof.__enter__()
         ids = torch.randint(0, V, (B, T), generator=g, device=dev)
         tgt = torch.randint(0, V, (B, T), generator=g, device=dev)
         sync()
@@ -128,6 +139,16 @@ def main():
         opt.step()
         sync()
         dt = time.perf_counter() - t0
+        if prof is not None:
+            prof.__exit__(None, None, None)
+            table = None
+            for key in ("self_device_time_total", "self_cuda_time_total", "self_cpu_time_total"):
+                try:
+                    table = prof.key_averages().table(sort_by=key, row_limit=a.profile, max_name_column_width=90)
+                    break
+                except Exception:  # older / newer spellings of the sort key
+                    continue
+            print(table, file=sys.stderr, flush=True)
         if first is None:
             first = dt
         if step >= a.warmup:

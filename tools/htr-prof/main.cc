@@ -3,7 +3,8 @@
 // with calls, total, mean, % of step, achieved FLOP/s and B/s, % of the
 // device's peak and whether the op is compute- or memory-bound. `--html OUT`
 // also writes one self-contained HTML page (timeline, table, roofline,
-// memory curve). Exit status: 0 ok, 1 unreadable trace or output, 2 usage.
+// memory curve). `--step K|last` limits the op table to one training step.
+// Exit status: 0 ok, 1 unreadable trace or output (or no such step), 2 usage.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -14,9 +15,11 @@
 namespace {
 
 const char* kUsage =
-    "usage: htr-prof TRACE.json [--top N] [--html OUT.html]\n"
+    "usage: htr-prof TRACE.json [--top N] [--step K|last] [--html OUT.html]\n"
     "  TRACE.json  Chrome trace from htr_profiler_write / htr-train --profile\n"
     "  --top N     rows of the op table (default: all)\n"
+    "  --step K    only the ops of training step K (1-based) or of the last one\n"
+    "              ('last'); % step is then of that step (default: every step)\n"
     "  --html OUT  also write a self-contained HTML report\n";
 
 }  // namespace
@@ -24,6 +27,7 @@ const char* kUsage =
 int main(int argc, char** argv) {
   std::string trace, html;
   size_t top = 0;
+  htrprof::LoadOptions opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -39,6 +43,15 @@ int main(int argc, char** argv) {
         return 2;
       }
       top = static_cast<size_t>(v);
+    } else if (a == "--step" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      char* end = nullptr;
+      const long k = v == "last" ? -1 : std::strtol(v.c_str(), &end, 10);
+      if (v != "last" && (v.empty() || *end != '\0' || k < 1)) {
+        std::fprintf(stderr, "htr-prof: --step needs a step number (1, 2, ...) or 'last'\n%s", kUsage);
+        return 2;
+      }
+      opt.step = k;
     } else if (!a.empty() && a[0] != '-' && trace.empty()) {
       trace = a;
     } else {
@@ -51,7 +64,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   htrprof::Model m;
-  std::string err = htrprof::Load(trace, &m);
+  std::string err = htrprof::Load(trace, &m, opt);
   if (!err.empty()) {
     std::fprintf(stderr, "htr-prof: %s\n", err.c_str());
     return 1;

@@ -28,6 +28,11 @@ std::string TextReport(const Model& m, size_t top) {
   std::snprintf(line, sizeof(line), "trace: %.3f ms, %zu events, %lld steps (%.3f ms in steps)\n",
                 m.duration_us / 1e3, m.spans.size(), static_cast<long long>(m.steps), m.step_us / 1e3);
   o += line;
+  if (m.step_selected > 0) {
+    std::snprintf(line, sizeof(line), "ops of step %lld only (%.3f ms)\n", static_cast<long long>(m.step_selected),
+                  m.step_us / 1e3);
+    o += line;
+  }
   for (const Device& d : m.devices) {
     std::snprintf(line, sizeof(line),
                   "device %s (%s): peak f32 %sFLOP/s, bf16 %sFLOP/s, bandwidth %sB/s [%s]\n",

@@ -46,7 +46,7 @@ std::string FirstDtype(const std::string& shapes) {
 
 }  // namespace
 
-std::string Load(const std::string& path, Model* out) {
+std::string Load(const std::string& path, Model* out, const LoadOptions& opt) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return path + ": cannot open";
   std::stringstream ss;
@@ -76,6 +76,27 @@ std::string Load(const std::string& path, Model* out) {
         m.devices.push_back(dev);
       }
     }
+  }
+  // Step ranges first (the op events of a step may come before its range in the file).
+  std::vector<std::pair<double, double>> step_ranges;  // (start, end), microseconds
+  for (const json& e : *te) {
+    if (!e.is_object() || Str(e, "ph") != "X" || Num(e, "pid") != 1 || Str(e, "cat") != "range") continue;
+    if (Str(e, "name").rfind("step", 0) != 0) continue;
+    step_ranges.emplace_back(Num(e, "ts"), Num(e, "ts") + Num(e, "dur"));
+  }
+  std::sort(step_ranges.begin(), step_ranges.end());
+  bool window = false;
+  double w0 = 0, w1 = 0;
+  if (opt.step != 0) {
+    const int64_t n = static_cast<int64_t>(step_ranges.size());
+    const int64_t k = opt.step < 0 ? n : opt.step;
+    if (opt.step < -1 || k < 1 || k > n)
+      return path + ": step " + (opt.step < 0 ? std::string("last") : std::to_string(opt.step)) +
+             " asked for, the trace has " + std::to_string(n) + " training steps";
+    window = true;
+    w0 = step_ranges[k - 1].first;
+    w1 = step_ranges[k - 1].second;
+    m.step_selected = k;
   }
   std::map<std::string, size_t> row_index;
   double run_us = 0;
@@ -111,6 +132,7 @@ std::string Load(const std::string& path, Model* out) {
     }
     if (pid == 1 && s.cat == "run") run_us += s.dur;
     if (pid != 1 || s.cat != "op") continue;
+    if (window && (s.ts < w0 || s.ts > w1)) continue;
     const std::string impl = Str(args, "impl"), device = Str(args, "device");
     const std::string key = s.name + '\x1f' + impl + '\x1f' + device;
     auto it = row_index.find(key);
@@ -135,6 +157,7 @@ std::string Load(const std::string& path, Model* out) {
     if (dt != args.end() && dt->is_boolean() && dt->get<bool>()) r.device_timer = true;
   }
   if (m.steps == 0) m.step_us = run_us;
+  if (window) m.step_us = w1 - w0;
   for (OpRow& r : m.ops) {
     m.total_op_us += r.device_us;
     const double secs = r.device_us * 1e-6;

@@ -54,13 +54,23 @@ struct Model {
   std::vector<MemorySample> memory;
   std::vector<OpRow> ops;  // sorted by device time, descending
   double step_us = 0;      // time of the training steps (ranges "step*"), or of all runs
-  int64_t steps = 0;
+  int64_t steps = 0;       // steps in the trace
+  int64_t step_selected = 0;  // LoadOptions::step resolved (1-based), 0 = every step
   double total_op_us = 0;
   const Device* FindDevice(const std::string& id) const;
 };
 
-// Loads and aggregates `path`. Returns "" or an error.
-std::string Load(const std::string& path, Model* out);
+// What Load aggregates. step 0: every op event of the trace; k >= 1: only the op events inside
+// the k-th training step's range (host start within [step start, step end]); -1: the last step.
+// With a step selected, step_us is that step's time, so "% step" reads as a share of one step
+// (the first steps carry one-time costs: compiles, pool growth, autotuning). Spans, memory and
+// devices stay whole.
+struct LoadOptions {
+  int64_t step = 0;
+};
+
+// Loads and aggregates `path`. Returns "" or an error (a step the trace does not have included).
+std::string Load(const std::string& path, Model* out, const LoadOptions& opt = {});
 
 }  // namespace htrprof
 
