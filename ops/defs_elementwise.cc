@@ -51,6 +51,33 @@ Status InferFloatUnary(const std::vector<ValueInfo>& in, const Attrs&, std::vect
   return Status::Ok();
 }
 
+// cast_multi: the casts of several tensors of one dtype to one dtype as one op (scheduler/cast_multi.h
+// groups a step's weight casts; ops/kernels/cast_flat.h cast_multi runs them in one launch).
+Status InferCastMulti(const std::vector<ValueInfo>& in, const Attrs& at, std::vector<ValueInfo>* out) {
+  const htr_dtype_t d = DtypeFromName(at.GetStr("dtype"));
+  if (d != HTR_DTYPE_F32 && d != HTR_DTYPE_F16 && d != HTR_DTYPE_BF16)
+    return Invalid("cast_multi: target dtype '" + at.GetStr("dtype") + "' is not f32, f16 or bf16");
+  out->clear();
+  for (const ValueInfo& v : in) {
+    HTR_OPS_RETURN_IF_ERROR(RequireFloat("cast_multi", v, "input"));
+    HTR_OPS_RETURN_IF_ERROR(RequireSameDtype("cast_multi", in[0], v));
+    out->push_back(ValueInfo{d, v.shape});
+  }
+  return Status::Ok();
+}
+
+Status CastMultiKernel(const KernelArgs& k) {
+  for (size_t i = 0; i < k.in.size(); ++i) {
+    KernelArgs one;
+    one.in = {k.in[i]};
+    one.out = {k.out[i]};
+    one.attrs = k.attrs;
+    one.num_threads = k.num_threads;
+    HTR_OPS_RETURN_IF_ERROR(ref::Cast(one));
+  }
+  return Status::Ok();
+}
+
 Status InferUnaryGrad(const std::vector<ValueInfo>& in, const Attrs& at, std::vector<ValueInfo>* out) {
   const std::string fn = at.GetStr("fn");
   if (fn != "gelu" && fn != "relu" && fn != "tanh" && fn != "sigmoid" && fn != "abs" && fn != "clamp")
@@ -220,6 +247,9 @@ void RegisterElementwise(std::vector<OpDef>* defs) {
                       {RequiredAttr("fn", HTR_ATTR_STRING), FloatAttr("min", -inf), FloatAttr("max", inf)},
                       InferUnaryGrad, ref::UnaryGrad, nullptr));
   defs->push_back(Def("cast", 1, {RequiredAttr("dtype", HTR_ATTR_STRING)}, InferCast, ref::Cast, GradCast));
+  OpDef cm = Def("cast_multi", 1, {RequiredAttr("dtype", HTR_ATTR_STRING)}, InferCastMulti, CastMultiKernel, nullptr);
+  cm.max_inputs = -1;  // no gradient: made after autodiff
+  defs->push_back(cm);
   OpDef drop = Def("dropout", 1, {FloatAttr("p", 0.0), IntAttr("seed", 0), IntAttr("offset", 0)},
                    InferDropout, ref::Dropout, GradDropout);
   drop.max_inputs = 2;

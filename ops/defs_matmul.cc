@@ -5,6 +5,11 @@
 // rounded to lowp; bias_epilogue.h folds matmul + widening cast into it). Gradients are matmuls
 // with flipped transposes (dY cast to the operands' dtype first where it differs), summed over
 // broadcast batch dims; the bias's is dY summed over every dim but the last.
+//
+// matmul_gelu / matmul_dgelu: the GELU epilogues of abi/OPS.md as graph ops, made by
+// scheduler/gelu_epilogue.h after autodiff (so no gradients): rank-2 operands, no out_dtype.
+//   matmul_gelu(a, b[, bias]) -> (y, pre): z = a b + bias, pre = round(z), y = round(gelu_tanh(z))
+//   matmul_dgelu(a, b, pre) -> y = round(a b * gelu_tanh'(pre)), pre of y's shape and dtype
 #include "infer_util.h"
 #include "ref/kernels.h"
 #include "registry.h"
@@ -50,6 +55,28 @@ Status InferMatmul(const std::vector<ValueInfo>& in, const Attrs& at, std::vecto
   return Status::Ok();
 }
 
+Status RequireRank2(const char* op, const ValueInfo& v, const char* what) {
+  if (v.shape.size() == 2) return Status::Ok();
+  return Invalid(std::string(op) + ": " + what + " must have rank 2, got shape " + ShapeStr(v.shape));
+}
+
+Status InferMatmulGelu(const std::vector<ValueInfo>& in, const Attrs& at, std::vector<ValueInfo>* out) {
+  HTR_OPS_RETURN_IF_ERROR(RequireRank2("matmul_gelu", in[0], "a"));
+  HTR_OPS_RETURN_IF_ERROR(RequireRank2("matmul_gelu", in[1], "b"));
+  HTR_OPS_RETURN_IF_ERROR(InferMatmul(in, at, out));
+  out->push_back((*out)[0]);  // pre
+  return Status::Ok();
+}
+
+Status InferMatmulDgelu(const std::vector<ValueInfo>& in, const Attrs& at, std::vector<ValueInfo>* out) {
+  HTR_OPS_RETURN_IF_ERROR(RequireRank2("matmul_dgelu", in[0], "a"));
+  HTR_OPS_RETURN_IF_ERROR(RequireRank2("matmul_dgelu", in[1], "b"));
+  const std::vector<ValueInfo> ab = {in[0], in[1]};
+  HTR_OPS_RETURN_IF_ERROR(InferMatmul(ab, at, out));
+  HTR_OPS_RETURN_IF_ERROR(RequireSameDtype("matmul_dgelu", (*out)[0], in[2]));
+  return RequireShape("matmul_dgelu", in[2], (*out)[0].shape, "pre");
+}
+
 void GradMatmul(GradCtx& c) {
   const int64_t ta = c.attrs.GetInt("trans_a") != 0, tb = c.attrs.GetInt("trans_b") != 0;
   const ValueId A = c.x[0], B = c.x[1];
@@ -86,6 +113,22 @@ void RegisterMatmulOps(std::vector<OpDef>* defs) {
   d.kernel = ref::Matmul;
   d.grad = GradMatmul;
   defs->push_back(d);
+  OpDef g;
+  g.name = "matmul_gelu";
+  g.min_inputs = 2;
+  g.max_inputs = 3;  // a, b, optional bias
+  g.attrs = {IntAttr("trans_a", 0), IntAttr("trans_b", 0)};
+  g.infer = InferMatmulGelu;
+  g.kernel = ref::MatmulGelu;
+  defs->push_back(g);
+  OpDef dg;
+  dg.name = "matmul_dgelu";
+  dg.min_inputs = 3;
+  dg.max_inputs = 3;  // a, b, pre
+  dg.attrs = {IntAttr("trans_a", 0), IntAttr("trans_b", 0)};
+  dg.infer = InferMatmulDgelu;
+  dg.kernel = ref::MatmulDgelu;
+  defs->push_back(dg);
 }
 
 }  // namespace htr::ops

@@ -54,6 +54,8 @@ Cost OpCost(const char* op, const TensorDesc* in, uint32_t num_in, const TensorD
   const double in_n = num_in > 0 ? Numel(in[0]) : 0;
   if (Is(op, "matmul")) {
     c.flops = MatmulFlops(in, num_in, out, num_out);
+  } else if (AnyOf(op, {"matmul_gelu", "matmul_dgelu"})) {  // the product plus the epilogue's ~8-10 per element
+    c.flops = MatmulFlops(in, num_in, out, num_out) + 9 * out_n;
   } else if (AnyOf(op, {"add", "sub", "mul", "div", "maximum", "minimum", "add_scalar", "mul_scalar",
                         "neg", "relu", "abs", "clamp", "causal_mask", "dropout"})) {
     c.flops = out_n;

@@ -204,6 +204,7 @@ class Lowering {
   Status PadSlice();
   Status AdamW();
   Status Matmul();
+  Status CastMulti();
 
   const Program& p_;
   const Step& s_;
@@ -246,6 +247,7 @@ Status Lowering::Run() {
   if (n == "pad_slice") return PadSlice();
   if (n == "adamw_update") return AdamW();
   if (n == "matmul") return Matmul();
+  if (n == "cast_multi") return CastMulti();
   return Unimpl(n, "no universal kernel");
 }
 
@@ -785,6 +787,31 @@ Status Lowering::Matmul() {
                 {Val(InV(0)), Val(InV(1)), Val(OutV(0)), Int(M), Int(N), Int(K), Int(sam), Int(sak), Int(sbk),
                  Int(sbn), Int(N), Int(1), Int(saz), Int(sbz), Int(M * N)},
                 Blocks(N, cfg.bn), Blocks(M, cfg.bm), static_cast<uint32_t>(batches));
+}
+
+// cast_multi (scheduler/cast_multi.h): one cast_multi launch over every input (ops/kernels/cast_flat.h).
+Status Lowering::CastMulti() {
+  const size_t t = s_.inputs.size();
+  if (t == 0 || t > K::kCastMultiMaxTensors || s_.outputs.size() != t)
+    return Unimpl(op_, "1 to " + std::to_string(K::kCastMultiMaxTensors) + " tensors a launch");
+  const htr_dtype_t in_dt = In(0).dtype, out_dt = Out(0).dtype;
+  const uint32_t fb = K::kFlatConvertBlock;
+  std::vector<FusedArg> a;
+  int64_t start = 0;
+  for (size_t i = 0; i < t; ++i) {
+    if (In(i).dtype != in_dt || Out(i).dtype != out_dt) return Unimpl(op_, "mixed dtypes");
+    const int64_t n = ops::Numel(In(i).shape);
+    a.push_back(Val(InV(i)));
+    a.push_back(Val(OutV(i)));
+    a.push_back(Int(n));
+    a.push_back(Int(start));
+    start += Blocks(n, fb);
+  }
+  if (start == 0) return Status::Ok();
+  if (start > kMaxIndex) return Unimpl(op_, "too many programs");
+  return Launch("cast_multi",
+                [&](std::vector<uint8_t>* ir) { return K::BuildCastMulti(in_dt, out_dt, fb, static_cast<uint32_t>(t), ir); },
+                std::move(a), static_cast<uint32_t>(start));
 }
 
 }  // namespace

@@ -20,6 +20,8 @@
 
 #include "api_util.h"
 #include "bias_epilogue.h"  // matmul bias folded into the library op (issue 9)
+#include "gelu_epilogue.h"  // gelu and its gradient folded into the library matmuls (issue 9)
+#include "cast_multi.h"  // a step's weight casts as few launches (issue 9)
 #include "device_exec.h"
 #include "fused_exec.h"
 #include "fusion.h"
@@ -156,7 +158,9 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
   const std::string lib_name = std::string("library:") + htr_device_plugin_name(e->device);
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const auto& s = p.steps[i];
-    if (s.def->name != "matmul") continue;
+    // matmul_gelu / matmul_dgelu (gelu_epilogue.h) are the library matmul with OPS.md's `epilogue`.
+    const bool gelu = s.def->name == "matmul_gelu", dgelu = s.def->name == "matmul_dgelu";
+    if (s.def->name != "matmul" && !gelu && !dgelu) continue;
     const auto &a = p.values[s.inputs[0]].info, &b = p.values[s.inputs[1]].info;
     if ((a.dtype != HTR_DTYPE_F32 && a.dtype != HTR_DTYPE_BF16 && a.dtype != HTR_DTYPE_F16) || !LibraryBatchOk(a.shape, b.shape)) continue;
     LibStep ls;
@@ -185,10 +189,12 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
       }
       ls.in_values.push_back(v);
     }
-    htr_tensor_t* out = nullptr;
     if (usable) {
-      if (htr_status_t st = ArenaView(e, s.outputs[0], &out)) return st;
-      ls.out.push_back(out);
+      for (ValueId v : s.outputs) {
+        htr_tensor_t* out = nullptr;
+        if (htr_status_t st = ArenaView(e, v, &out)) return st;
+        ls.out.push_back(out);
+      }
     }
     // Points into s.attrs, which stays put: the program is not moved after compilation.
     ls.attrs = htr::ops::AttrsToC(s.attrs);
@@ -196,11 +202,18 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
     ls.attrs.erase(std::remove_if(ls.attrs.begin(), ls.attrs.end(),
                                   [](const htr_attr_t& a) { return std::strcmp(a.name, "out_dtype") == 0; }),
                    ls.attrs.end());
+    if (gelu || dgelu) {
+      htr_attr_t ep = {};
+      ep.name = "epilogue";
+      ep.kind = HTR_ATTR_STRING;
+      ep.s = gelu ? "gelu" : "dgelu";  // string literals: live as long as the program
+      ls.attrs.push_back(ep);
+    }
     int32_t score = 0;
     htr_status_t q = nullptr;
     if (usable) {
-      q = htr_op_query(e->device, "matmul", query_in.data(), static_cast<uint32_t>(query_in.size()), &out, 1, ls.attrs.data(),
-                       static_cast<uint32_t>(ls.attrs.size()), &score);
+      q = htr_op_query(e->device, "matmul", query_in.data(), static_cast<uint32_t>(query_in.size()), ls.out.data(),
+                       static_cast<uint32_t>(ls.out.size()), ls.attrs.data(), static_cast<uint32_t>(ls.attrs.size()), &score);
     }
     for (auto* t : temps) htr_tensor_release(t);
     if (!usable || q || score <= 0) {
@@ -554,6 +567,33 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
                      "widened; {} matmuls write f32 from lowp operands",
                      bst.folded, bst.bias_casts, bst.widened, bst.f32_out);
       src = &bias_folded;
+    }
+  }
+  // The GELU epilogues (gelu_epilogue.h): gelu and its gradient inside the library matmuls, under
+  // the same conditions as the bias epilogue.
+  htr::sched::Graph gelu_folded;
+  if ((e->host_access || e->device_mode) && opt.disable_library_ops == 0 && !xs.generated_only &&
+      (props.capabilities & HTR_CAP_LIBRARY_OPS) && htr::sched::GeluEpilogueEnabledByEnv()) {
+    htr::sched::GeluEpilogueStats gst;
+    if (htr_status_t st = ToC(htr::sched::ApplyGeluEpilogue(*src, htr::sched::ProbeGeluMatmul(device, htr::sched::GeluEpilogueForcedByEnv()),
+                                                            &gelu_folded, &gst)))
+      return st;
+    for (const std::string& why : gst.refusals) HTR_LOG_DEBUG_("executable: gelu epilogue refused: {}", why);
+    if (gst.forward + gst.backward > 0) {
+      HTR_LOG_DEBUG_("executable: gelu epilogue: {} matmul+gelu chains, {} matmul+gelu-gradient chains folded ({} "
+                     "gradients widened for other readers)",
+                     gst.forward, gst.backward, gst.widened);
+      src = &gelu_folded;
+    }
+  }
+  // The weight and bias casts as cast_multi groups (cast_multi.h): device mode, where each is a launch.
+  htr::sched::Graph casts_grouped;
+  if (e->device_mode && htr::sched::CastMultiEnabledByEnv()) {
+    htr::sched::CastMultiStats cst;
+    if (htr_status_t st = ToC(htr::sched::ApplyCastMulti(*src, &casts_grouped, &cst))) return st;
+    if (cst.groups > 0) {
+      HTR_LOG_DEBUG_("executable: {} state casts as {} cast_multi ops", cst.casts, cst.groups);
+      src = &casts_grouped;
     }
   }
   const htr::sched::Graph& src_graph = *src;

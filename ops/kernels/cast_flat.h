@@ -16,6 +16,13 @@
 //   flat_convert  out[o_off + i] = cast(x[x_off + i]) for i < n (float -> float rounds to nearest
 //                 even as the reference cast; float -> integer as the IR's cast). Args: x, out, n,
 //                 x_off, o_off (i32). Grid: (ceil(n / block), 1, 1).
+//   cast_multi    flat_convert of up to kCastMultiMaxTensors contiguous tensors in one launch (the
+//                 graph op cast_multi: a step's weight and bias casts, scheduler/cast_multi.h):
+//                 tensor t owns programs [start_t, start_t + ceil(n_t / block)); program p
+//                 converts elements (p - start_t) block + [0, block) of the tensor whose range
+//                 holds it, in a loop of one trip (zero trips for every other tensor). Same
+//                 values as one flat_convert per tensor. Args: per tensor x_t, out_t,
+//                 n_t, start_t (i32). Grid: (sum of the tensors' programs, 1, 1).
 #ifndef HTR_OPS_KERNELS_CAST_FLAT_H_
 #define HTR_OPS_KERNELS_CAST_FLAT_H_
 
@@ -33,6 +40,10 @@ namespace htr::kernels {
 constexpr uint32_t kFlatConvertBlock = 4096;
 
 Status BuildFlatConvert(htr_dtype_t in_dtype, htr_dtype_t out_dtype, uint32_t block, std::vector<uint8_t>* ir);
+
+constexpr uint32_t kCastMultiMaxTensors = 16;
+Status BuildCastMulti(htr_dtype_t in_dtype, htr_dtype_t out_dtype, uint32_t block, uint32_t tensors,
+                      std::vector<uint8_t>* ir);
 
 }  // namespace htr::kernels
 

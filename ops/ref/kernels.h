@@ -74,6 +74,9 @@ Status CrossEntropyGrad(const KernelArgs& a);
 
 // matmul.cc
 Status Matmul(const KernelArgs& a);
+// matmul_gelu.cc (abi/OPS.md's GELU epilogues as graph ops)
+Status MatmulGelu(const KernelArgs& a);
+Status MatmulDgelu(const KernelArgs& a);
 
 // optim.cc
 Status AdamwUpdate(const KernelArgs& a);

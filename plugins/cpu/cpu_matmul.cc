@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -75,18 +76,109 @@ bool to_mat2d(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Mat2D* out) {
   return out->ld <= INT32_MAX;
 }
 
+// A rows x cols tensor stored row-major (last stride 1, row stride >= cols;
+// either is free where its dim is 1) -> its Mat2D.
+bool row_major_mat2d(const htr_plugin_tensor_t& t, int64_t rows, int64_t cols, Mat2D* out) {
+  const int64_t rs = t.strides[0], cs = t.strides[1];
+  if ((cols > 1 && cs != 1) || (rows > 1 && rs < std::max<int64_t>(cols, 1))) {
+    return false;
+  }
+  *out = Mat2D{false, rows > 1 ? rs : std::max<int64_t>(cols, 1)};
+  return out->ld <= INT32_MAX;
+}
+
+const char* epilogue_name(MatmulEpilogue e) {
+  return e == MatmulEpilogue::kGelu ? "gelu" : e == MatmulEpilogue::kDgelu ? "dgelu" : "none";
+}
+
+// The epilogue's extra checks on a plan matmul_plan() has filled in: beta 0,
+// rank 2, pre [m, n] in C's dtype, C and pre row-major.
+htr_status_t plan_epilogue(const htr_sdk::Host& host, const htr_op_desc_t* desc,
+                           MatmulEpilogue epilogue, MatmulPlan* p) {
+  const char* name = epilogue_name(epilogue);
+  if (p->beta != 0.0f) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: matmul epilogue %s requires beta 0 (got %g)", name,
+                      static_cast<double>(p->beta));
+  }
+  const htr_plugin_tensor_t& A = desc->inputs[0];
+  const htr_plugin_tensor_t& B = desc->inputs[1];
+  const htr_plugin_tensor_t& C = desc->outputs[0];
+  if (A.rank != 2 || B.rank != 2 || C.rank != 2) {
+    return host.error(HTR_STATUS_UNIMPLEMENTED,
+                      "cpu: matmul epilogue %s with batch dims (ranks A %u, B %u, C %u; only 2)",
+                      name, A.rank, B.rank, C.rank);
+  }
+  const htr_plugin_tensor_t& pre =
+      epilogue == MatmulEpilogue::kGelu ? desc->outputs[1] : desc->inputs[2];
+  if (pre.rank != 2 || pre.shape[0] != p->m || pre.shape[1] != p->n) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cpu: matmul epilogue %s: pre must be [%lld, %lld]",
+                      name, static_cast<long long>(p->m), static_cast<long long>(p->n));
+  }
+  if (pre.dtype != C.dtype) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: matmul epilogue %s: pre is %s, not C's dtype %s", name,
+                      htr_sdk::dtype_name(pre.dtype), htr_sdk::dtype_name(C.dtype));
+  }
+  for (uint32_t d = 0; d < 2; ++d) {
+    if (pre.strides[d] < 0) {
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: matmul with negative strides");
+    }
+  }
+  Mat2D c;
+  if (!row_major_mat2d(C, p->m, p->n, &c)) {
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: matmul epilogue %s: C must be row-major",
+                      name);
+  }
+  if (!row_major_mat2d(pre, p->m, p->n, &p->pre)) {
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cpu: matmul epilogue %s: pre must be row-major",
+                      name);
+  }
+  p->c = c;
+  p->epilogue = epilogue;
+  return nullptr;
+}
+
 }  // namespace
 
 htr_status_t matmul_plan(const htr_sdk::Host& host, const htr_op_desc_t* desc,
                          MatmulImpl default_impl, MatmulPlan* out) {
   HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_op_desc(host, desc));
-  if (desc->num_inputs < 2 || desc->num_inputs > 3 || desc->num_outputs != 1) {
+  // The epilogue decides the tensor counts, so it is read first.
+  const char* epilogue_attr = nullptr;
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_string(host, desc, "epilogue", nullptr, &epilogue_attr));
+  MatmulEpilogue epilogue = MatmulEpilogue::kNone;
+  if (epilogue_attr == nullptr || std::strcmp(epilogue_attr, "none") == 0) {
+    epilogue = MatmulEpilogue::kNone;
+  } else if (std::strcmp(epilogue_attr, "gelu") == 0) {
+    epilogue = MatmulEpilogue::kGelu;
+  } else if (std::strcmp(epilogue_attr, "dgelu") == 0) {
+    epilogue = MatmulEpilogue::kDgelu;
+  } else {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: matmul epilogue '%s' unknown (none|gelu|dgelu)", epilogue_attr);
+  }
+  if (epilogue == MatmulEpilogue::kNone &&
+      (desc->num_inputs < 2 || desc->num_inputs > 3 || desc->num_outputs != 1)) {
     return host.error(HTR_STATUS_INVALID_ARGUMENT,
                       "cpu: matmul takes 2 inputs (3 with a bias) and 1 output (got %u, %u)",
                       desc->num_inputs, desc->num_outputs);
   }
-  static const char* const kAttrs[] = {"trans_a", "trans_b", "alpha", "beta", "impl"};
-  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_attr_names(host, desc, kAttrs, 5));
+  if (epilogue == MatmulEpilogue::kGelu &&
+      (desc->num_inputs < 2 || desc->num_inputs > 3 || desc->num_outputs != 2)) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: matmul epilogue gelu takes 2 inputs (3 with a bias) and 2 outputs "
+                      "(C, pre) (got %u, %u)",
+                      desc->num_inputs, desc->num_outputs);
+  }
+  if (epilogue == MatmulEpilogue::kDgelu && (desc->num_inputs != 3 || desc->num_outputs != 1)) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT,
+                      "cpu: matmul epilogue dgelu takes 3 inputs (A, B, pre) and 1 output "
+                      "(got %u, %u)",
+                      desc->num_inputs, desc->num_outputs);
+  }
+  static const char* const kAttrs[] = {"trans_a", "trans_b", "alpha", "beta", "impl", "epilogue"};
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_attr_names(host, desc, kAttrs, 6));
   int64_t ta = 0, tb = 0;
   double alpha = 1.0, beta = 0.0;
   const char* impl_name = nullptr;
@@ -154,7 +246,7 @@ htr_status_t matmul_plan(const htr_sdk::Host& host, const htr_op_desc_t* desc,
   p.m = m;
   p.n = n;
   p.k = ka;
-  if (desc->num_inputs == 3) {
+  if (desc->num_inputs == 3 && epilogue != MatmulEpilogue::kDgelu) {
     const htr_plugin_tensor_t& Bi = desc->inputs[2];
     if (Bi.rank != 1 || Bi.shape[0] != n) {
       return host.error(HTR_STATUS_INVALID_ARGUMENT, "cpu: matmul bias must be [%lld]",
@@ -198,6 +290,9 @@ htr_status_t matmul_plan(const htr_sdk::Host& host, const htr_op_desc_t* desc,
     p.b_bstride[d] = nb != 0 ? B.strides[d] : 0;
     p.c_bstride[d] = C.strides[d];
     p.batch *= s;
+  }
+  if (epilogue != MatmulEpilogue::kNone) {
+    HTR_SDK_RETURN_IF_ERROR(plan_epilogue(host, desc, epilogue, &p));
   }
   *out = p;
   return nullptr;
@@ -519,9 +614,129 @@ htr_sdk::WorkError MatmulEngine::run_bias(const MatmulPlan& p, const MatmulArgs&
   return {};
 }
 
+namespace {
+
+// gelu_tanh and its derivative (OPS.md), in f32. With u = sqrt(2/pi) (x + 0.044715 x^3),
+// 0.5 (1 + tanh(u)) = s = 1 / (1 + exp(-2u)), and 1 - s = exp(-2u) s: the sigmoid form has no
+// cancellation where tanh(u) is near -1 (x below about -2), so the activation of a negative z
+// keeps f32's relative precision.
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+
+inline float gelu_tanh(float x) {
+  // exp(-2u) overflowing to inf (x below about -10) gives -0; x^3 overflowing gives x or -0.
+  const float u = kGeluC * (x + kGeluA * x * x * x);
+  return x / (1.0f + std::exp(-2.0f * u));
+}
+
+inline float gelu_tanh_grad(float x) {
+  if (std::fabs(x) > 10.0f) {  // saturated: 1 or 0 to f32 precision; keeps exp(-2u) finite
+    return x > 0.0f ? 1.0f : 0.0f;
+  }
+  const float u = kGeluC * (x + kGeluA * x * x * x);
+  const float e = std::exp(-2.0f * u);
+  const float s = 1.0f / (1.0f + e);
+  return s + 2.0f * x * s * (e * s) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+// Element offset of [i, j] in a Mat2D.
+inline int64_t at(const Mat2D& m, int64_t i, int64_t j) {
+  return m.col_major ? i + j * m.ld : i * m.ld + j;
+}
+
+// Epilogue passes below this many elements run on the calling thread.
+constexpr int64_t kSplitMinElems = 1 << 15;
+
+}  // namespace
+
+htr_sdk::WorkError MatmulEngine::run_epilogue(const MatmulPlan& p, const MatmulArgs& args) {
+  const int64_t m = p.m, n = p.n;
+  const bool f32_out = p.out_dtype == HTR_DTYPE_F32;
+  std::vector<float> bias;
+  if (p.has_bias) {
+    bias.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      bias[static_cast<size_t>(j)] =
+          p.bias_dtype == HTR_DTYPE_F32
+              ? static_cast<const float*>(args.bias)[j]
+              : htr_sdk::bf16_to_f32(static_cast<const uint16_t*>(args.bias)[j]);
+    }
+  }
+  // alpha * op(A) op(B) in f32: in place in an f32 C, else into dense scratch.
+  MatmulPlan q = p;
+  q.epilogue = MatmulEpilogue::kNone;
+  q.has_bias = false;
+  q.beta = 0.0f;
+  MatmulArgs qa = args;
+  qa.bias = nullptr;
+  qa.pre_out = nullptr;
+  qa.pre_in = nullptr;
+  std::vector<float> scratch;
+  if (!f32_out) {
+    q.out_dtype = HTR_DTYPE_F32;
+    q.c = Mat2D{false, std::max<int64_t>(1, n)};
+    scratch.resize(static_cast<size_t>(m * n));
+    qa.c = scratch.data();
+  }
+  htr_sdk::WorkError e = run(q, qa);
+  if (!e.ok()) {
+    return e;
+  }
+  const float* z = static_cast<const float*>(qa.c);
+  const Mat2D zl = q.c;
+  auto rows = [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float v = z[at(zl, i, j)];
+        float pre = 0.0f;
+        if (p.epilogue == MatmulEpilogue::kGelu) {
+          if (p.has_bias) {
+            v += bias[static_cast<size_t>(j)];
+          }
+          pre = v;
+          v = gelu_tanh(v);
+        } else {
+          const int64_t pe = at(p.pre, i, j);
+          const float x = f32_out ? static_cast<const float*>(args.pre_in)[pe]
+                                  : htr_sdk::bf16_to_f32(static_cast<const uint16_t*>(args.pre_in)[pe]);
+          v *= gelu_tanh_grad(x);
+        }
+        const int64_t ce = at(p.c, i, j);
+        if (f32_out) {
+          static_cast<float*>(args.c)[ce] = v;
+        } else {
+          static_cast<uint16_t*>(args.c)[ce] = htr_sdk::f32_to_bf16(v);
+        }
+        if (p.epilogue == MatmulEpilogue::kGelu) {
+          const int64_t pe = at(p.pre, i, j);
+          if (f32_out) {
+            static_cast<float*>(args.pre_out)[pe] = pre;
+          } else {
+            static_cast<uint16_t*>(args.pre_out)[pe] = htr_sdk::f32_to_bf16(pre);
+          }
+        }
+      }
+    }
+  };
+  const uint32_t nw = workers();
+  if (nw > 1 && m * n >= kSplitMinElems && m >= static_cast<int64_t>(nw)) {
+    pool_->parallel_for(nw, [&](size_t begin, size_t end) {
+      for (size_t w = begin; w < end; ++w) {
+        rows(m * static_cast<int64_t>(w) / nw, m * static_cast<int64_t>(w + 1) / nw);
+      }
+    });
+  } else {
+    rows(0, m);
+  }
+  return {};
+}
+
 htr_sdk::WorkError MatmulEngine::run(const MatmulPlan& p, const MatmulArgs& args) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) {
     return {};
+  }
+  if (p.epilogue != MatmulEpilogue::kNone) {
+    return run_epilogue(p, args);
   }
   if (p.has_bias) {
     return run_bias(p, args);

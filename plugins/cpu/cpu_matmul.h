@@ -6,13 +6,25 @@
  *   after the GEMM, a bf16 C is computed into f32 scratch, the bias added,
  *   then rounded once into C.
  *
+ * The `epilogue` attribute (OPS.md, "The `epilogue` attribute"): "gelu"
+ * (outputs C and pre; optional bias) and "dgelu" (third input pre) are
+ * rank-2 only with beta 0. The product (+ bias) is computed into dense f32
+ * scratch with the same engine, then one pass per element writes
+ * pre = round(z), C = round(gelu_tanh(z)) (gelu) or
+ * C = round(z * gelu_tanh'(pre)) (dgelu), in C's dtype (f32 or bf16). C and
+ * the gelu output pre must be row-major (last stride 1, any row stride >= N);
+ * dgelu's input pre likewise, read with its own row stride.
+ *
  * matmul_plan() turns an op desc into a MatmulPlan (everything the kernels
  * need, copied out of the borrowed desc) or a status:
  *   INVALID_ARGUMENT  wrong tensor/attr counts, unknown attrs, shapes that do
- *                     not agree, unknown `impl` name;
+ *                     not agree, unknown `impl` or `epilogue` name; with an
+ *                     epilogue: beta != 0, a pre of the wrong shape/dtype;
  *   UNIMPLEMENTED     dtype combination, layout (neither of the last two
  *                     strides is 1), negative strides, dims beyond int32,
- *                     C batch strides of 0, or a forced impl not built in.
+ *                     C batch strides of 0, or a forced impl not built in;
+ *                     with an epilogue: batch dims, a C or pre that is not
+ *                     row-major.
  *
  * MatmulEngine runs plans (one per plugin context). run() is called on a
  * stream worker thread with pointers to element [0,...,0] of A, B and C. It
@@ -65,6 +77,9 @@ struct Mat2D {
   int64_t ld = 1;
 };
 
+/* The `epilogue` attribute (OPS.md). */
+enum class MatmulEpilogue { kNone = 0, kGelu = 1, kDgelu = 2 };
+
 struct MatmulPlan {
   htr_dtype_t in_dtype = HTR_DTYPE_F32;   // A and B
   htr_dtype_t out_dtype = HTR_DTYPE_F32;  // C
@@ -80,6 +95,8 @@ struct MatmulPlan {
   MatmulImpl impl = MatmulImpl::kAuto;
   bool has_bias = false;                     // third input [n]
   htr_dtype_t bias_dtype = HTR_DTYPE_F32;    // f32 or out_dtype
+  MatmulEpilogue epilogue = MatmulEpilogue::kNone;  // kNone: batch and beta as above
+  Mat2D pre;  // with an epilogue: pre's layout (row-major, out_dtype, m x n)
 };
 
 /* Pointers to element [0,...,0] of each tensor. */
@@ -88,6 +105,8 @@ struct MatmulArgs {
   const void* b = nullptr;
   void* c = nullptr;
   const void* bias = nullptr;  // [n], plan.bias_dtype; when plan.has_bias
+  void* pre_out = nullptr;       // gelu: the second output, plan.pre
+  const void* pre_in = nullptr;  // dgelu: the third input, plan.pre
 };
 
 /* `default_impl` applies when the desc has no `impl` attribute or "auto"
@@ -129,6 +148,8 @@ class MatmulEngine {
    * the calling thread). */
   /* run() for a plan with a bias (see the top comment). */
   htr_sdk::WorkError run_bias(const MatmulPlan& plan, const MatmulArgs& args);
+  /* run() for a plan with an epilogue (see the top comment). */
+  htr_sdk::WorkError run_epilogue(const MatmulPlan& plan, const MatmulArgs& args);
   htr_sdk::WorkError run_impl(MatmulImpl impl, const MatmulPlan& p, const MatmulArgs& args,
                               uint32_t slot);
   htr_sdk::WorkError tune(const MatmulPlan& p, const MatmulArgs& args, MatmulImpl* out);

@@ -1,5 +1,5 @@
-// Op dispatch by name. Only matmul today; each new op adds a plan function
-// (validation, shared by query and launch) and an engine call.
+// Op dispatch by name. Only matmul today (with its bias and epilogues: cpu_matmul.h); each new
+// op adds a plan function (validation, shared by query and launch) and an engine call.
 #include "cpu_ops.h"
 
 #include "cpu_matmul.h"
@@ -58,7 +58,11 @@ htr_status_t op_query(htr_plugin_device_t* device, const htr_op_desc_t* desc,
   return htr_sdk::guard(host, [&]() -> htr_status_t {
     MatmulPlan plan;
     HTR_SDK_RETURN_IF_ERROR(plan_matmul(host, device->ctx, desc, &plan));
-    *out_score = kLibraryOpScore;
+    // An epilogue desc scores below the plain matmul (OPS.md: the host then keeps its own fused
+    // activation kernels unless told to fold): on this machine's 2 cores the separate per-element
+    // pass over the f32 product lost to the host's JIT-fused gelu (tiny preset, 12 steps: fp32
+    // 6,589-7,432 vs 10,006-11,174 tokens/s, bf16 5,037-5,455 vs 5,979-6,368; session 16).
+    *out_score = plan.epilogue == MatmulEpilogue::kNone ? kLibraryOpScore : kLibraryOpScore / 2;
     return nullptr;
   });
 }
@@ -82,12 +86,22 @@ htr_status_t op_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* desc) {
     if (plan.has_bias) {
       HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->inputs[2], "bias"));
     }
+    if (plan.epilogue == MatmulEpilogue::kGelu) {
+      HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->outputs[1], "pre"));
+    } else if (plan.epilogue == MatmulEpilogue::kDgelu) {
+      HTR_SDK_RETURN_IF_ERROR(check_buffer(host, desc->inputs[2], "pre"));
+    }
     MatmulArgs args;
     args.a = static_cast<const char*>(desc->inputs[0].buffer->ptr) + desc->inputs[0].offset;
     args.b = static_cast<const char*>(desc->inputs[1].buffer->ptr) + desc->inputs[1].offset;
     args.c = static_cast<char*>(desc->outputs[0].buffer->ptr) + desc->outputs[0].offset;
     if (plan.has_bias) {
       args.bias = static_cast<const char*>(desc->inputs[2].buffer->ptr) + desc->inputs[2].offset;
+    }
+    if (plan.epilogue == MatmulEpilogue::kGelu) {
+      args.pre_out = static_cast<char*>(desc->outputs[1].buffer->ptr) + desc->outputs[1].offset;
+    } else if (plan.epilogue == MatmulEpilogue::kDgelu) {
+      args.pre_in = static_cast<const char*>(desc->inputs[2].buffer->ptr) + desc->inputs[2].offset;
     }
     MatmulEngine* engine = ctx->matmul.get();
     htr_sdk::Work work = [engine, plan, args]() { return engine->run(plan, args); };

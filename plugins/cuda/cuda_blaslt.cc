@@ -22,7 +22,10 @@ constexpr int CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14;
 constexpr int CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
 constexpr int CUBLAS_OP_N = 0, CUBLAS_OP_T = 1;
 constexpr int DESC_TRANSA = 3, DESC_TRANSB = 4, DESC_EPILOGUE = 7, DESC_BIAS_POINTER = 8, DESC_BIAS_DATA_TYPE = 26;
-constexpr int32_t EPILOGUE_BIAS = 4;  // cublasLtEpilogue_t: bias broadcast over D's columns
+constexpr int DESC_EPILOGUE_AUX_POINTER = 11, DESC_EPILOGUE_AUX_LD = 12;
+// cublasLtEpilogue_t: BIAS broadcasts a bias over D's columns; GELU_AUX(_BIAS) applies the tanh
+// GELU and stores its input in the aux matrix; DGELU multiplies by the GELU derivative of the aux.
+constexpr int32_t EPILOGUE_BIAS = 4, EPILOGUE_GELU_AUX = 160, EPILOGUE_GELU_AUX_BIAS = 164, EPILOGUE_DGELU = 192;
 constexpr int LAYOUT_BATCH_COUNT = 5, LAYOUT_STRIDED_BATCH_OFFSET = 6;
 constexpr int PREF_MAX_WORKSPACE_BYTES = 1;
 constexpr int PREF_MIN_ALIGNMENT_A = 5;  // B, C, D follow
@@ -127,6 +130,9 @@ struct Problem {
   bool tf32 = false;
   float alpha = 1, beta = 0;
   bool bias = false;  // OPS.md's optional third input: [N], C's dtype (CUBLASLT_EPILOGUE_BIAS)
+  // OPS.md's `epilogue`: 0 none, 1 gelu (second output `pre`), 2 dgelu (third input `pre`).
+  int epilogue = 0;
+  int64_t pre_ld = 0;  // pre's row stride: the aux matrix's leading dimension (column-major D = C^T)
 };
 
 // Checks `desc` against OPS.md's matmul and what cuBLASLt takes. On
@@ -135,12 +141,24 @@ htr_status_t analyze(const htr_sdk::Host& host, const htr_op_desc_t* desc, Probl
   HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_op_desc(host, desc));
   if (std::strcmp(desc->op, "matmul") != 0)
     return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: no library op '%s' (only matmul)", desc->op);
-  static const char* const kKnown[] = {"trans_a", "trans_b", "alpha", "beta", "impl"};
-  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_attr_names(host, desc, kKnown, 5));
-  if (desc->num_inputs < 2 || desc->num_inputs > 3 || desc->num_outputs != 1)
+  static const char* const kKnown[] = {"trans_a", "trans_b", "alpha", "beta", "impl", "epilogue"};
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::check_attr_names(host, desc, kKnown, 6));
+  const char* epilogue = "none";
+  HTR_SDK_RETURN_IF_ERROR(htr_sdk::attr_string(host, desc, "epilogue", "none", &epilogue));
+  if (std::strcmp(epilogue, "gelu") == 0) {
+    p->epilogue = 1;
+  } else if (std::strcmp(epilogue, "dgelu") == 0) {
+    p->epilogue = 2;
+  } else if (std::strcmp(epilogue, "none") != 0) {
+    return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul epilogue '%s' (known: none, gelu, dgelu)", epilogue);
+  }
+  const uint32_t want_out = p->epilogue == 1 ? 2 : 1;
+  const bool inputs_ok = p->epilogue == 2 ? desc->num_inputs == 3 : desc->num_inputs >= 2 && desc->num_inputs <= 3;
+  if (!inputs_ok || desc->num_outputs != want_out)
     return host.error(HTR_STATUS_INVALID_ARGUMENT,
-                      "cuda: matmul takes 2 inputs (3 with a bias) and 1 output, got %u and %u", desc->num_inputs,
-                      desc->num_outputs);
+                      "cuda: matmul (epilogue %s) takes %s and %u output%s, got %u and %u", epilogue,
+                      p->epilogue == 2 ? "A, B and pre" : "2 inputs (3 with a bias)", want_out, want_out > 1 ? "s" : "",
+                      desc->num_inputs, desc->num_outputs);
   int64_t ta = 0, tb = 0;
   double alpha = 1, beta = 0;
   const char* impl = "auto";
@@ -186,7 +204,29 @@ htr_status_t analyze(const htr_sdk::Host& host, const htr_op_desc_t* desc, Probl
                       static_cast<long long>(p->M), static_cast<long long>(p->K), static_cast<long long>(kb),
                       static_cast<long long>(p->N), static_cast<long long>(p->c.r), static_cast<long long>(p->c.c));
   p->batch = p->c.batch;
-  if (desc->num_inputs == 3) {
+  if (p->epilogue != 0) {
+    // pre: a gelu epilogue's second output or a dgelu's third input, C's shape and dtype, row-major;
+    // cuBLASLt's aux matrix (column-major D = C^T) with pre's row stride as its leading dimension.
+    const htr_plugin_tensor_t& P = p->epilogue == 1 ? desc->outputs[1] : desc->inputs[2];
+    if (P.rank != 2 || C.rank != 2 || P.shape[0] != p->M || P.shape[1] != p->N)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul epilogue %s: pre must be [%lld, %lld] like C (rank 2)",
+                        epilogue, static_cast<long long>(p->M), static_cast<long long>(p->N));
+    if (P.dtype != C.dtype)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul epilogue %s: pre dtype %d is not C's (%d)", epilogue,
+                        P.dtype, C.dtype);
+    if (p->beta != 0.0f)
+      return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul epilogue %s with beta != 0", epilogue);
+    if (p->N > 1 && P.strides[1] != 1)
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul epilogue %s: pre must be row-major", epilogue);
+    p->pre_ld = p->M > 1 ? P.strides[0] : p->N;
+    if (p->pre_ld < p->N || p->pre_ld % 8 != 0)
+      return host.error(HTR_STATUS_UNIMPLEMENTED,
+                        "cuda: matmul epilogue %s: pre's row stride %lld must be >= N and a multiple of 8 (cuBLASLt aux)",
+                        epilogue, static_cast<long long>(p->pre_ld));
+    if (C.dtype == HTR_DTYPE_F32 && p->in != HTR_DTYPE_F32)
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul epilogue %s with an f32 C from lowp operands", epilogue);
+  }
+  if (desc->num_inputs == 3 && p->epilogue != 2) {
     // Row-major C is cuBLASLt's column-major D = C^T, whose rows are our columns: the bias vector
     // (one value per row of D, broadcast over its columns) is exactly OPS.md's [N] bias.
     const htr_plugin_tensor_t& Bi = desc->inputs[2];
@@ -235,7 +275,7 @@ struct Plan {
   void* lb = nullptr;  // second (from A)
   void* lc = nullptr;
   HeuristicResult algo{};
-  std::mutex bias_mu;  // bias plans: the pointer attribute is set on `op` right before each call
+  std::mutex bias_mu;  // bias / epilogue plans: the pointer attributes are set on `op` right before each call
   ~Plan() {
     if (api == nullptr) return;
     if (op) api->cublasLtMatmulDescDestroy(op);
@@ -294,8 +334,9 @@ BlasState* state_of(htr_plugin_device_t* dev, htr_status_t* st) {
 htr_status_t get_plan(htr_plugin_device_t* dev, BlasState* bs, const Problem& p, const uint32_t align[4],
                       Plan** out) {
   char key[512];
-  std::snprintf(key, sizeof key, "%d%d%d%d%d|%lld,%lld,%lld,%lld|%d%d|%lld,%lld,%lld|%lld,%lld,%lld|%d%d%d|%u,%u,%u,%u",
-                p.in, p.out, p.tf32, p.beta != 0, p.bias, static_cast<long long>(p.M), static_cast<long long>(p.N),
+  std::snprintf(key, sizeof key, "%d%d%d%d%d|e%d,%lld|%lld,%lld,%lld,%lld|%d%d|%lld,%lld,%lld|%lld,%lld,%lld|%d%d%d|%u,%u,%u,%u",
+                p.in, p.out, p.tf32, p.beta != 0, p.bias, p.epilogue, static_cast<long long>(p.pre_ld),
+                static_cast<long long>(p.M), static_cast<long long>(p.N),
                 static_cast<long long>(p.K), static_cast<long long>(p.batch), p.trans_a, p.trans_b,
                 static_cast<long long>(p.a.ld), static_cast<long long>(p.b.ld), static_cast<long long>(p.c.ld),
                 static_cast<long long>(p.a.batch_stride), static_cast<long long>(p.b.batch_stride),
@@ -322,12 +363,22 @@ htr_status_t get_plan(htr_plugin_device_t* dev, BlasState* bs, const Problem& p,
   const int32_t opb = p.a.row_major != p.trans_a ? CUBLAS_OP_N : CUBLAS_OP_T;
   api.cublasLtMatmulDescSetAttribute(plan->op, DESC_TRANSA, &opa, sizeof opa);
   api.cublasLtMatmulDescSetAttribute(plan->op, DESC_TRANSB, &opb, sizeof opb);
-  if (p.bias) {
-    const int32_t epi = EPILOGUE_BIAS, bias_type = cuda_type(p.out);
+  if (p.bias || p.epilogue != 0) {
+    const int32_t epi = p.epilogue == 2   ? EPILOGUE_DGELU
+                        : p.epilogue == 1 ? (p.bias ? EPILOGUE_GELU_AUX_BIAS : EPILOGUE_GELU_AUX)
+                                          : EPILOGUE_BIAS;
     if (int r = api.cublasLtMatmulDescSetAttribute(plan->op, DESC_EPILOGUE, &epi, sizeof epi))
       return fail(r, "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+  }
+  if (p.bias) {
+    const int32_t bias_type = cuda_type(p.out);
     if (int r = api.cublasLtMatmulDescSetAttribute(plan->op, DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type))
       return fail(r, "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
+  }
+  if (p.epilogue != 0) {
+    const int64_t ld = p.pre_ld;
+    if (int r = api.cublasLtMatmulDescSetAttribute(plan->op, DESC_EPILOGUE_AUX_LD, &ld, sizeof ld))
+      return fail(r, "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)");
   }
   auto layout = [&](const Mat& m, int type, void** l) -> int {
     const uint64_t rows = static_cast<uint64_t>(m.row_major ? m.c : m.r);
@@ -382,10 +433,14 @@ htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* des
   const htr_sdk::Host& host = dev->host();
   Problem p;
   HTR_SDK_RETURN_IF_ERROR(analyze(host, desc, &p));
-  const htr_plugin_tensor_t* ts[4] = {&desc->inputs[0], &desc->inputs[1], &desc->outputs[0],
-                                       p.bias ? &desc->inputs[2] : nullptr};
-  uint64_t addr[4] = {0, 0, 0, 0};
-  for (int i = 0; i < (p.bias ? 4 : 3); ++i) {
+  // A, B, C, bias, pre (absent ones null).
+  const htr_plugin_tensor_t* ts[5] = {&desc->inputs[0], &desc->inputs[1], &desc->outputs[0],
+                                       p.bias ? &desc->inputs[2] : nullptr,
+                                       p.epilogue == 1 ? &desc->outputs[1] : p.epilogue == 2 ? &desc->inputs[2] : nullptr};
+  static const char* const kNames[5] = {"A", "B", "C", "bias", "pre"};
+  uint64_t addr[5] = {0, 0, 0, 0, 0};
+  for (int i = 0; i < 5; ++i) {
+    if (ts[i] == nullptr) continue;
     const htr_plugin_tensor_t& t = *ts[i];
     if (t.buffer == nullptr)
       return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d has no buffer", i);
@@ -393,18 +448,23 @@ htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* des
       return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d is on cuda:%u, stream on cuda:%u", i,
                         t.buffer->device->index, dev->index);
     uint64_t end = 0;
-    HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, &t, &end, i == 3 ? "bias" : i == 2 ? "C" : (i ? "B" : "A")));
+    HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, &t, &end, kNames[i]));
     if (end > t.buffer->size)
       return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d reaches byte %llu of a %llu-byte buffer", i,
                         static_cast<unsigned long long>(end), static_cast<unsigned long long>(t.buffer->size));
     addr[i] = t.buffer->ptr + t.offset;
   }
+  if (p.epilogue != 0 && addr[4] % 16 != 0)
+    return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul epilogue: pre at byte %llu is not 16-byte aligned",
+                      static_cast<unsigned long long>(addr[4]));
   HTR_SDK_RETURN_IF_ERROR(make_current(dev));
   if (p.M == 0 || p.N == 0 || p.batch == 0) return nullptr;
   if (p.K == 0) {
     // C = beta * C: with beta 0, zeros (cuBLASLt rejects K = 0).
     if (p.beta != 0.0f)
       return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul with K = 0 and beta != 0");
+    if (p.epilogue != 0)
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul epilogue with K = 0");
     const htr_plugin_tensor_t& C = desc->outputs[0];
     uint64_t end = 0;
     HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, &C, &end, "C"));
@@ -426,12 +486,18 @@ htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* des
         kWorkspaceBytes, stream->cu_stream);
   };
   int r = 0;
-  if (p.bias) {
-    // The descriptor is shared by every launch of this plan: the pointer and the call that reads
-    // it happen under the plan's lock (cublasLtMatmul reads the descriptor before it returns).
+  if (p.bias || p.epilogue != 0) {
+    // The descriptor is shared by every launch of this plan: the pointers and the call that reads
+    // them happen under the plan's lock (cublasLtMatmul reads the descriptor before it returns).
     std::lock_guard<std::mutex> lock(plan->bias_mu);
-    const void* bias_ptr = reinterpret_cast<const void*>(addr[3]);
-    r = bs->api->cublasLtMatmulDescSetAttribute(plan->op, DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr);
+    if (p.bias) {
+      const void* bias_ptr = reinterpret_cast<const void*>(addr[3]);
+      r = bs->api->cublasLtMatmulDescSetAttribute(plan->op, DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr);
+    }
+    if (r == 0 && p.epilogue != 0) {
+      const void* aux_ptr = reinterpret_cast<const void*>(addr[4]);
+      r = bs->api->cublasLtMatmulDescSetAttribute(plan->op, DESC_EPILOGUE_AUX_POINTER, &aux_ptr, sizeof aux_ptr);
+    }
     if (r == 0) r = call();
   } else {
     r = call();

@@ -157,9 +157,17 @@ bool Has(const std::vector<std::string>& v, const std::string& s) {
 TEST_CASE("fused and unfused executables agree; the plan names the fused groups", "[graph][fusion]") {
   // The bias epilogue (scheduler/bias_epilogue.h) would fold x W + b into the library matmul and
   // leave gelu alone; this case checks the bias+GELU group that runs where a plugin has no bias.
+  // Likewise the GELU epilogue (scheduler/gelu_epilogue.h) would fold the GELU gradient (unary_grad)
+  // into its matmul.
   struct NoBiasEpilogue {
-    NoBiasEpilogue() { setenv("HTR_BIAS_EPILOGUE", "0", 1); }
-    ~NoBiasEpilogue() { unsetenv("HTR_BIAS_EPILOGUE"); }
+    NoBiasEpilogue() {
+      setenv("HTR_BIAS_EPILOGUE", "0", 1);
+      setenv("HTR_GELU_EPILOGUE", "0", 1);
+    }
+    ~NoBiasEpilogue() {
+      unsetenv("HTR_BIAS_EPILOGUE");
+      unsetenv("HTR_GELU_EPILOGUE");
+    }
   } no_bias_epilogue;
   CpuRuntime env;
   Result fused = RunBlock(env, 0), plain = RunBlock(env, 1);

@@ -204,9 +204,19 @@ TEST_CASE("device mode bf16: casts fold into row groups and column sums, host-mo
   }
   // The bias epilogue (scheduler/bias_epilogue.h) would fold x W + b into the library matmul;
   // this case checks the casts folding into the bias+GELU group that runs where it does not.
+  // The weight casts are counted one by one: not grouped into cast_multi (scheduler/cast_multi.h);
+  // the GELU gradient's casts stay in its row group (no matmul_dgelu: scheduler/gelu_epilogue.h).
   struct NoBiasEpilogue {
-    NoBiasEpilogue() { setenv("HTR_BIAS_EPILOGUE", "0", 1); }
-    ~NoBiasEpilogue() { unsetenv("HTR_BIAS_EPILOGUE"); }
+    NoBiasEpilogue() {
+      setenv("HTR_BIAS_EPILOGUE", "0", 1);
+      setenv("HTR_CAST_MULTI", "0", 1);
+      setenv("HTR_GELU_EPILOGUE", "0", 1);
+    }
+    ~NoBiasEpilogue() {
+      unsetenv("HTR_BIAS_EPILOGUE");
+      unsetenv("HTR_CAST_MULTI");
+      unsetenv("HTR_GELU_EPILOGUE");
+    }
   } no_bias_epilogue;
   CpuRuntime env;
   htr_graph_t* g = BuildBlock();
@@ -254,6 +264,10 @@ TEST_CASE("device mode bf16: shared weight casts, one per weight, same numbers",
     WARN("skipped: the cpu plugin is not built");
     return;
   }
+  struct NoCastMulti {  // the weight casts counted one by one (not grouped: scheduler/cast_multi.h)
+    NoCastMulti() { setenv("HTR_CAST_MULTI", "0", 1); }
+    ~NoCastMulti() { unsetenv("HTR_CAST_MULTI"); }
+  } no_cast_multi;
   CpuRuntime env;
   htr_graph_t* g = BuildBlock();
   const int steps = 3;

@@ -117,8 +117,10 @@ Result Train(CpuRuntime& env, htr_graph_t* g, const Config& c, int steps) {
     if (impl.rfind("reference", 0) == 0) ++r.reference_steps;
     if (op.find("matmul") == std::string::npos) continue;  // a matmul, or a fused group with one
     const uint64_t elems[3] = {kBatch * kHidden, kBatch * kClasses, kIn * kHidden};
+    // matmul_gelu (scheduler/gelu_epilogue.h) writes two bf16 results: the activation and its input.
+    const uint64_t outputs = op == "matmul_gelu" ? 2 : 1;
     bool bf16 = false;
-    for (uint64_t el : elems) bf16 = bf16 || info.output_bytes == 2 * el;
+    for (uint64_t el : elems) bf16 = bf16 || info.output_bytes == 2 * el * outputs;
     const bool on_device = impl.rfind("kernel:", 0) == 0 || impl.rfind("library:", 0) == 0 || impl.rfind("fused:", 0) == 0;
     if (on_device && bf16) ++r.bf16_matmuls;
     else ++r.other_matmuls;
@@ -188,9 +190,12 @@ TEST_CASE("device mode bf16: bf16 matmuls in the plan, host-mode losses and weig
   const Result host_any = Train(env, g, {"host", nullptr, 1, "bf16"}, steps);
   // Generated kernels only (no library op): no matmul writes f32 from bf16 operands
   // (bias_epilogue.h needs the library), so their reference is the host plan without it too.
+  // Nor a GELU epilogue (gelu_epilogue.h: the library's matmul_gelu takes gelu of the unrounded sum).
   setenv("HTR_MATMUL_F32_OUT", "0", 1);
+  setenv("HTR_GELU_EPILOGUE", "0", 1);
   const Result host_bf16_products = Train(env, g, {"host", nullptr, 1, "bf16"}, steps);
   unsetenv("HTR_MATMUL_F32_OUT");
+  unsetenv("HTR_GELU_EPILOGUE");
   const Result f32 = Train(env, g, {"device", nullptr, 0, "fp32"}, steps);
   CHECK(host_any.precision == "bf16");
   CHECK(host_any.report.num_low_precision_matmuls == kMatmuls);
