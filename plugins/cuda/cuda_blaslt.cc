@@ -423,7 +423,29 @@ htr_status_t matmul_query(htr_plugin_device_t* device, const htr_op_desc_t* desc
   Problem p;
   HTR_SDK_RETURN_IF_ERROR(analyze(host, desc, &p));
   htr_status_t st = nullptr;
-  if (state_of(device, &st) == nullptr) return st;
+  BlasState* bs = state_of(device, &st);
+  if (bs == nullptr) return st;
+  // An epilogue desc with buffers: the plan (cuBLASLt's heuristic for this epilogue, layout and
+  // the tensors' alignments) is made now, so a combination without an algorithm is refused here,
+  // where the host keeps its separate kernels, instead of failing at launch. (The plain matmul's
+  // algorithms cover every layout this analysis admits; the epilogues' do not have to.)
+  if (p.epilogue != 0 && p.M > 0 && p.N > 0 && p.K > 0 && p.batch > 0) {
+    const htr_plugin_tensor_t* ts[3] = {&desc->inputs[0], &desc->inputs[1], &desc->outputs[0]};
+    uint32_t align[4] = {0, 0, 0, 0};
+    bool have = true;
+    for (int i = 0; i < 3; ++i) {
+      if (ts[i]->buffer == nullptr) {
+        have = false;
+        break;
+      }
+      align[i] = alignment_of(ts[i]->buffer->ptr + ts[i]->offset);
+    }
+    if (have) {
+      HTR_SDK_RETURN_IF_ERROR(make_current(device));
+      Plan* plan = nullptr;
+      HTR_SDK_RETURN_IF_ERROR(get_plan(device, bs, p, align, &plan));
+    }
+  }
   *out_score = 100;  // ahead of reference (0) and generated kernels
   return nullptr;
 }

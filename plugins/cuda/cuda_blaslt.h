@@ -38,7 +38,9 @@
  *     stride the aux leading dimension (>= N, a multiple of 8), 16-byte
  *     aligned; rank 2 only, beta 0, C's dtype that of the operands (no f32
  *     result from lowp operands); else UNIMPLEMENTED / INVALID_ARGUMENT. The
- *     aux pointer is set under the plan's lock like the bias's. (H200 probe,
+ *     aux pointer is set under the plan's lock like the bias's; op_query of
+ *     an epilogue desc with buffers already makes its plan (the heuristic),
+ *     so a combination without an algorithm is refused there. (H200 probe,
  *     tools/probes/cublaslt_gelu.cu: GELU_AUX_BIAS 160 us vs 124 for BIAS at
  *     16384x3072x768 bf16; DGELU 167 vs 121; both within 0.6 bf16 ulp of a
  *     double tanh-GELU reference.)
