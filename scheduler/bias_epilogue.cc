@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "ops/registry.h"
+#include "graph_uses.h"
 #include "precision.h"  // GraphReplay
 #include "runtime/config.h"
 
@@ -50,27 +51,17 @@ bool TakesF32AsStored(const std::string& op) {
 
 class Finder {
  public:
-  explicit Finder(const Graph& g) : g_(g), readers_(g.values().size(), 0), reader_(g.values().size(), -1),
-                                    external_(g.values().size(), false) {
-    const auto& nodes = g.nodes();
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      for (ValueId v : nodes[i].inputs) ++readers_[v], reader_[v] = static_cast<int>(i);
-    }
-    for (const Port& o : g.outputs()) external_[o.value] = true;
-    for (const Port& s : g.states()) {
-      if (s.assigned != kNoValue) external_[s.assigned] = true;
-    }
-  }
+  explicit Finder(const Graph& g) : g_(g), uses_(g) {}
 
   // The node producing v when v is a node output read once (by `by`) and not external; else -1.
   int Private(ValueId v, int by) const {
     const Value& val = g_.values()[v];
-    if (val.kind != ValueKind::kNode || readers_[v] != 1 || reader_[v] != by || external_[v]) return -1;
+    if (val.kind != ValueKind::kNode || Count(v) != 1 || Last(v) != by || uses_.external[v]) return -1;
     return static_cast<int>(val.node);
   }
   bool Is(int node, const char* op) const { return node >= 0 && g_.nodes()[static_cast<size_t>(node)].def->name == op; }
   const ValueInfo& Info(ValueId v) const { return g_.values()[v].info; }
-  int SoleReader(ValueId v) const { return readers_[v] == 1 && !external_[v] ? reader_[v] : -1; }
+  int SoleReader(ValueId v) const { return Count(v) == 1 && !uses_.external[v] ? Last(v) : -1; }
 
   // The widening store ending in cast node `w` (see bias_epilogue.h), or false.
   bool MatchWiden(int w, Chain* c) const {
@@ -79,9 +70,9 @@ class Finder {
     const int producer = Private(cast.inputs[0], w);
     if (!Is(producer, "matmul")) return false;
     const ValueId x = cast.outputs[0];
-    if (readers_[x] == 0 && !external_[x]) return false;
+    if (Count(x) == 0 && !uses_.external[x]) return false;
     // One reader that widens the lowp product in its own kernel (the cast folds into it): keep it.
-    if (readers_[x] == 1 && !external_[x] && !TakesF32AsStored(g_.nodes()[static_cast<size_t>(reader_[x])].def->name))
+    if (Count(x) == 1 && !uses_.external[x] && !TakesF32AsStored(g_.nodes()[static_cast<size_t>(Last(x))].def->name))
       return false;
     const Node& mm = g_.nodes()[static_cast<size_t>(producer)];
     if (mm.inputs.size() != 2 || mm.attrs.Has("out_dtype")) return false;
@@ -148,9 +139,9 @@ class Finder {
 
  private:
   const Graph& g_;
-  std::vector<uint32_t> readers_;
-  std::vector<int> reader_;  // the last reader (the only one when readers_ is 1)
-  std::vector<bool> external_;
+  size_t Count(ValueId v) const { return uses_.readers[v].size(); }
+  int Last(ValueId v) const { return uses_.readers[v].empty() ? -1 : uses_.readers[v].back(); }  // the only one when Count is 1
+  GraphUses uses_;
 };
 
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "graph_uses.h"
 #include "ops/kernels/cast_flat.h"
 #include "precision.h"  // GraphReplay
 #include "runtime/config.h"
@@ -27,13 +28,9 @@ Status ApplyCastMulti(const Graph& in, Graph* out, CastMultiStats* stats) {
   CastMultiStats st;
   const auto& nodes = in.nodes();
   const auto& values = in.values();
-  std::vector<std::vector<int>> readers(values.size());
-  std::vector<bool> external(values.size(), false);
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (ValueId v : nodes[i].inputs) readers[v].push_back(static_cast<int>(i));
-  for (const Port& o : in.outputs()) external[o.value] = true;
-  for (const Port& s : in.states())
-    if (s.assigned != kNoValue) external[s.assigned] = true;
+  const GraphUses uses(in);
+  const auto& readers = uses.readers;
+  const auto& external = uses.external;
   // Candidates by target dtype, in node order.
   std::map<htr_dtype_t, std::vector<int>> by_dtype;
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "ops/registry.h"
+#include "graph_uses.h"
 #include "precision.h"  // GraphReplay
 #include "runtime/config.h"
 
@@ -46,14 +47,7 @@ struct Backward {
 
 class Finder {
  public:
-  explicit Finder(const Graph& g) : g_(g), readers_(g.values().size()), external_(g.values().size(), false) {
-    const auto& nodes = g.nodes();
-    for (size_t i = 0; i < nodes.size(); ++i)
-      for (ValueId v : nodes[i].inputs) readers_[v].push_back(static_cast<int>(i));
-    for (const Port& o : g.outputs()) external_[o.value] = true;
-    for (const Port& s : g.states())
-      if (s.assigned != kNoValue) external_[s.assigned] = true;
-  }
+  explicit Finder(const Graph& g) : g_(g), uses_(g) {}
 
   const Node& N(int i) const { return g_.nodes()[static_cast<size_t>(i)]; }
   const ValueInfo& Info(ValueId v) const { return g_.values()[v].info; }
@@ -62,10 +56,12 @@ class Finder {
     return val.kind == ValueKind::kNode ? static_cast<int>(val.node) : -1;
   }
   bool Is(int node, const char* op) const { return node >= 0 && N(node).def->name == op; }
-  const std::vector<int>& Readers(ValueId v) const { return readers_[v]; }
-  bool External(ValueId v) const { return external_[v]; }
+  const std::vector<int>& Readers(ValueId v) const { return uses_.readers[v]; }
+  bool External(ValueId v) const { return uses_.external[v]; }
   // v is read by `by` alone and is not external.
-  bool Private(ValueId v, int by) const { return !external_[v] && readers_[v].size() == 1 && readers_[v][0] == by; }
+  bool Private(ValueId v, int by) const {
+    return !uses_.external[v] && uses_.readers[v].size() == 1 && uses_.readers[v][0] == by;
+  }
 
   // A plain rank-2 matmul (no out_dtype, no epilogue op): its operands' dtype is its output's.
   bool PlainMatmul(int node, bool allow_bias) const {
@@ -161,8 +157,7 @@ class Finder {
 
  private:
   const Graph& g_;
-  std::vector<std::vector<int>> readers_;
-  std::vector<bool> external_;
+  GraphUses uses_;
 };
 
 std::string Describe(const GeluMatmulQuery& q) {
