@@ -16,8 +16,6 @@ namespace htr::sched {
 
 namespace {
 
-const char* DtypeStr(htr_dtype_t d) { return d == HTR_DTYPE_BF16 ? "bf16" : "f16"; }
-
 bool MatmulReader(const std::string& op) { return op == "matmul" || op == "matmul_gelu" || op == "matmul_dgelu"; }
 
 }  // namespace
@@ -73,7 +71,7 @@ Status ApplyCastMulti(const Graph& in, Graph* out, CastMultiStats* stats) {
       for (int k : c) ins.push_back(r.Map(nodes[static_cast<size_t>(k)].inputs[0]));
       std::vector<ValueId> o;
       HTR_OPS_RETURN_IF_ERROR(
-          r.Add("cast_multi", ins, ops::Attrs().Str("dtype", DtypeStr(values[n.outputs[0]].info.dtype)), &o));
+          r.Add("cast_multi", ins, ops::Attrs().Str("dtype", ops::DtypeName(values[n.outputs[0]].info.dtype)), &o));
       for (size_t k = 0; k < c.size(); ++k) r.Set(nodes[static_cast<size_t>(c[k])].outputs[0], o[k]);
       ++st.groups;
       st.casts += static_cast<uint32_t>(c.size());

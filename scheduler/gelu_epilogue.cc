@@ -21,14 +21,6 @@ namespace {
 
 bool Lowp(htr_dtype_t d) { return d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
 
-const char* DtypeStr(htr_dtype_t d) {
-  switch (d) {
-    case HTR_DTYPE_BF16: return "bf16";
-    case HTR_DTYPE_F16: return "f16";
-    case HTR_DTYPE_F64: return "f64";
-    default: return "f32";
-  }
-}
 
 struct Forward {
   int matmul = -1, widen = -1, gelu = -1, narrow = -1;
@@ -162,8 +154,8 @@ class Finder {
 
 std::string Describe(const GeluMatmulQuery& q) {
   return std::string(q.backward ? "dgelu " : "gelu ") + std::to_string(q.m) + "x" + std::to_string(q.n) + "x" +
-         std::to_string(q.k) + " " + DtypeStr(q.dtype) + (q.trans_a ? " trans_a" : "") + (q.trans_b ? " trans_b" : "") +
-         (q.bias != HTR_DTYPE_INVALID ? std::string(" bias ") + DtypeStr(q.bias) : std::string());
+         std::to_string(q.k) + " " + ops::DtypeName(q.dtype) + (q.trans_a ? " trans_a" : "") + (q.trans_b ? " trans_b" : "") +
+         (q.bias != HTR_DTYPE_INVALID ? std::string(" bias ") + ops::DtypeName(q.bias) : std::string());
 }
 
 GeluMatmulQuery QueryOf(const Finder& f, int matmul, bool backward) {

@@ -8,21 +8,12 @@
 #include <vector>
 
 #include "../half.h"
+#include "gelu.h"
 #include "kernels.h"
 
 namespace htr::ops::ref {
 
 namespace {
-
-constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
-constexpr double kGeluA = 0.044715;
-
-double GeluTanh(double x) { return 0.5 * x * (1.0 + std::tanh(kGeluC * (x + kGeluA * x * x * x))); }
-
-double GeluTanhGrad(double x) {
-  const double t = std::tanh(kGeluC * (x + kGeluA * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * kGeluA * x * x);
-}
 
 bool Widen(const TensorView& t, std::vector<float>* w) {
   const int64_t n = t.numel();
@@ -77,7 +68,7 @@ Status MatmulGelu(const KernelArgs& k) {
   HTR_OPS_RETURN_IF_ERROR(Product(k, "matmul_gelu", k.in.size() > 2, &z));
   const int64_t n = static_cast<int64_t>(z.size());
   for (int64_t i = 0; i < n; ++i) {
-    Store(k.out[0], i, GeluTanh(z[static_cast<size_t>(i)]));
+    Store(k.out[0], i, GeluF<double>(z[static_cast<size_t>(i)]));
     Store(k.out[1], i, z[static_cast<size_t>(i)]);
   }
   return Status::Ok();
@@ -89,7 +80,7 @@ Status MatmulDgelu(const KernelArgs& k) {
   if (!Widen(k.in[2], &pre)) return DtypeError("matmul_dgelu", k.in[2].dtype);
   const int64_t n = static_cast<int64_t>(z.size());
   for (int64_t i = 0; i < n; ++i)
-    Store(k.out[0], i, static_cast<double>(z[static_cast<size_t>(i)]) * GeluTanhGrad(pre[static_cast<size_t>(i)]));
+    Store(k.out[0], i, static_cast<double>(z[static_cast<size_t>(i)]) * GeluGradF<double>(pre[static_cast<size_t>(i)]));
   return Status::Ok();
 }
 
