@@ -8,10 +8,10 @@
 //    to the unfused cast + sum (device_lower.cc's Reduce takes the same AppendColSum for the f32
 //    sum: same slices, same order, the same widened values).
 //  - cast(x: bf16/f16 -> f32) and cast(dy: same dtype -> f32) read only by a layer_norm_grad (a
-//    plain special step, or epilogue_fusion.h's layer_norm_grad+add group) become one group
-//    "cast+layer_norm_grad[+add]": the row kernel and layernorm_params_slices read x and dy in
-//    their own dtype and widen in registers (ops/kernels/layernorm_backward.cc
-//    BuildLayerNormBackwardWidening): the same values as the f32 copies, so the same bits, without
+//    plain special step, or one of epilogue_fusion.h's residual groups) become one group
+//    "cast+layer_norm_grad" or "cast+" + the residual group's name: the row kernel and
+//    layernorm_params_slices read x and dy in their own dtype and widen in registers
+//    (layernorm_grad_group.h): the same values as the f32 copies, so the same bits, without
 //    the two casts' launches and their f32 round trips. HTR_FOLD_LN_CASTS=0 turns this fold off alone.
 // Sums the column-sum path would not take (ColSumApplies false, a single kept element, or over
 // other axes) are left alone. Members are the original steps
@@ -39,7 +39,7 @@ Status FoldCastSums(Program* p, const Fuser::Accept& accept, FusionStats* stats,
 bool LayerNormCastFoldEnabledByEnv();
 
 // The layer_norm_grad fold above; runs after FoldCastSums (and the epilogue rewrite, whose
-// layer_norm_grad+add groups it widens in place). Counts as FoldCastSums does.
+// residual groups it widens in place). Counts as FoldCastSums does.
 Status FoldLayerNormGradCasts(Program* p, const Fuser::Accept& accept, FusionStats* stats,
                               std::vector<std::string>* rejections);
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "fused_kernel.h"
 #include "ops/kernels/colsum.h"
 #include "runtime/config.h"
 
@@ -13,12 +14,6 @@ namespace htr::sched {
 namespace {
 
 namespace K = htr::kernels;
-
-uint32_t Pow2AtLeast(int64_t n) {
-  uint32_t b = 1;
-  while (static_cast<int64_t>(b) < n) b <<= 1;
-  return b;
-}
 
 Status FromLang(const K::Status& s, const std::string& what) {
   if (s.ok()) return Status::Ok();

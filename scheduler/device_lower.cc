@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "colsum.h"
+#include "fused_kernel.h"
 #include "ops/kernels/colsum.h"
 #include "ops/kernels/cast_flat.h"
 #include "ops/kernels/train_kernels.h"
@@ -45,11 +46,6 @@ FusedArg Scr(uint32_t k) { return FusedArg::Scratch(k); }
 FusedArg Int(int64_t i) { return FusedArg::Int(i); }
 FusedArg Flt(double f) { return FusedArg::Float(f); }
 
-uint32_t Pow2AtLeast(int64_t n) {
-  uint32_t b = 1;
-  while (static_cast<int64_t>(b) < n) b <<= 1;
-  return b;
-}
 uint32_t Blocks(int64_t n, uint32_t block) { return static_cast<uint32_t>((n + block - 1) / block); }
 
 bool IrDtype(htr_dtype_t d) {

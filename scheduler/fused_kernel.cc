@@ -23,12 +23,6 @@ ops::Shape Strip(const ops::Shape& s) {
   return ops::Shape(s.begin() + static_cast<std::ptrdiff_t>(k), s.end());
 }
 
-uint32_t Pow2AtLeast(int64_t n) {
-  uint32_t b = 1;
-  while (static_cast<int64_t>(b) < n) b <<= 1;
-  return b;
-}
-
 bool IsElementwiseBinary(const std::string& n) {
   return n == "add" || n == "sub" || n == "mul" || n == "div" || n == "maximum" || n == "minimum";
 }
@@ -89,6 +83,12 @@ bool IsPerRowStep(const Program& p, const Step& s, const ops::Shape& S) {
     if (r != RowRole::kPerRow && r != RowRole::kScalar) return false;
   }
   return true;
+}
+
+uint32_t Pow2AtLeast(int64_t n) {
+  uint32_t b = 1;
+  while (static_cast<int64_t>(b) < n) b <<= 1;
+  return b;
 }
 
 bool IsFloatCastStep(const Program& p, const Step& s) {

@@ -40,6 +40,8 @@ bool IsPerRowStep(const Program& p, const Step& s, const ops::Shape& S);
 bool IsFloatCastStep(const Program& p, const Step& s);
 // cross_entropy, cross_entropy_grad or layer_norm_grad with shapes the kernels take.
 bool IsSpecialStep(const Program& p, const Step& s);
+// The least power of two >= n (1 for n <= 1): the rewrites' row and column block sizes.
+uint32_t Pow2AtLeast(int64_t n);
 
 // Fills group->launches and group->scratch_bytes. `inputs` are the group's external inputs and
 // `outputs` the member outputs it stores (both as in the fused step). `tile_rows` (the device

@@ -193,6 +193,23 @@ Status BuildLayerNormBackwardResidual(htr_dtype_t dtype, uint32_t block, std::ve
 // holding the widened ones, so the same bits.
 Status BuildLayerNormBackwardWidening(htr_dtype_t in_dtype, uint32_t block, bool residual, bool whole_row,
                                       std::vector<uint8_t>* ir);
+// The dtypes of a layer_norm_grad row kernel (all f32, bf16 or f16; arithmetic in f32). `in`: x
+// and dy (bf16/f16 where widening casts were folded in: loaded and widened in registers, the values
+// the casts would have stored). `residual`: an extra input r (after dy) in `residual_dtype`, widened,
+// and dx = r + the gradient. `round` (not f32): the gradient is rounded to that dtype and widened
+// back before the residual add, as a narrowing+widening cast pair would. `out`: dx as stored (a
+// narrowing cast folded in). With `round` set the bits are those of the separate kernels (the cast
+// pair leaves the add no product to contract into an FMA); without it see epilogue_fusion.h.
+struct LayerNormBackwardTypes {
+  htr_dtype_t in = HTR_DTYPE_F32;
+  htr_dtype_t weight = HTR_DTYPE_F32;
+  bool residual = false;
+  htr_dtype_t residual_dtype = HTR_DTYPE_F32;
+  htr_dtype_t round = HTR_DTYPE_F32;
+  htr_dtype_t out = HTR_DTYPE_F32;
+};
+Status BuildLayerNormBackwardRow(const LayerNormBackwardTypes& types, uint32_t block, bool whole_row,
+                                 std::vector<uint8_t>* ir);
 
 // GELU (tanh form, as the graph op) and its derivative on f32 values, for
 // kernels that inline them (e.g. the scheduler's fused kernels).

@@ -12,6 +12,8 @@
 // from a zero tile, as the loop's single trip does): bit-identical to the looped form under the IR's
 // semantics (the interpreter); compiled code may contract products into FMAs differently where the
 // looped form recomputes a value the row form keeps (dx within float rounding, mean/rstd equal).
+#include <functional>
+
 #include "ops/kernels/kernels.h"
 
 namespace htr::kernels {
@@ -23,12 +25,12 @@ namespace {
 // The row kernel's arguments, in the order both forms (and the scheduler's launches) use.
 struct RowArgs {
   Value X, W, DY, R, DX, Mean, Rstd, cols, eps;
-  RowArgs(Builder& b, htr_dtype_t dt, htr_dtype_t in, bool residual) {
-    X = b.arg_ptr("x", in, true);
-    W = b.arg_ptr("weight", dt, true);
-    DY = b.arg_ptr("dy", in, true);
-    if (residual) R = b.arg_ptr("residual", dt, true);
-    DX = b.arg_ptr("dx", dt);
+  RowArgs(Builder& b, const LayerNormBackwardTypes& t) {
+    X = b.arg_ptr("x", t.in, true);
+    W = b.arg_ptr("weight", t.weight, true);
+    DY = b.arg_ptr("dy", t.in, true);
+    if (t.residual) R = b.arg_ptr("residual", t.residual_dtype, true);
+    DX = b.arg_ptr("dx", t.out);
     Mean = b.arg_ptr("mean", HTR_DTYPE_F32);
     Rstd = b.arg_ptr("rstd", HTR_DTYPE_F32);
     cols = b.arg_scalar("cols", HTR_DTYPE_I32);
@@ -36,13 +38,17 @@ struct RowArgs {
   }
 };
 
-// With `residual`: an extra input r (after dy) and dx = r + the LayerNorm gradient, in f32 (the
-// residual branch's gradient sum fused as an epilogue).
-// `in` is the dtype of x and dy (bf16/f16 where a widening cast was folded in: loaded and widened
-// in registers, the values the cast would have stored), `dt` that of everything else.
-Status BuildWholeRow(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
-  Builder b(residual ? "layernorm_backward_residual_row" : "layernorm_backward_row");
-  const RowArgs args(b, dt, in, residual);
+// The gradient `dx` (f32) as stored: rounded through t.round, plus the widened residual, in t.out.
+Value Epilogue(Builder& b, const LayerNormBackwardTypes& t, Value dx, const std::function<Value()>& residual) {
+  if (t.round != HTR_DTYPE_F32) dx = b.cast(b.cast(dx, t.round), HTR_DTYPE_F32);
+  if (t.residual) dx = residual() + dx;
+  return b.cast(dx, t.out);
+}
+
+// The dtypes: see LayerNormBackwardTypes (kernels.h).
+Status BuildWholeRow(const LayerNormBackwardTypes& t, uint32_t block, std::vector<uint8_t>* ir) {
+  Builder b(t.residual ? "layernorm_backward_residual_row" : "layernorm_backward_row");
+  const RowArgs args(b, t);
   const Value &X = args.X, &W = args.W, &DY = args.DY, &R = args.R, &DX = args.DX, &Mean = args.Mean, &Rstd = args.Rstd;
   const Value &cols = args.cols, &eps = args.eps;
   Value row = b.program_id(0);
@@ -60,16 +66,15 @@ Status BuildWholeRow(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residu
   Value xh = (x - mean) * rstd;
   Value mg = b.sum(zero + g, 0) / n, mgx = b.sum(zero + g * xh, 0) / n;
   Value dx = rstd * (g - mg - xh * mgx);
-  if (residual) dx = ld(R) + dx;
-  b.store(DX + at, b.cast(dx, dt), m);
+  b.store(DX + at, Epilogue(b, t, dx, [&] { return ld(R); }), m);
   b.store(Mean + row, mean);
   b.store(Rstd + row, rstd);
   return b.serialize(ir);
 }
 
-Status Build(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residual, std::vector<uint8_t>* ir) {
-  Builder b(residual ? "layernorm_backward_residual" : "layernorm_backward");
-  const RowArgs args(b, dt, in, residual);
+Status Build(const LayerNormBackwardTypes& t, uint32_t block, std::vector<uint8_t>* ir) {
+  Builder b(t.residual ? "layernorm_backward_residual" : "layernorm_backward");
+  const RowArgs args(b, t);
   const Value &X = args.X, &W = args.W, &DY = args.DY, &R = args.R, &DX = args.DX, &Mean = args.Mean, &Rstd = args.Rstd;
   const Value &cols = args.cols, &eps = args.eps;
   const int32_t bs = static_cast<int32_t>(block);
@@ -105,8 +110,7 @@ Status Build(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residual, std:
     Value g = ld(DY, k) * b.cast(b.load(W + k, m), HTR_DTYPE_F32);
     Value xh = (ld(X, k) - mean) * rstd;
     Value dx = rstd * (g - mg - xh * mgx);
-    if (residual) dx = ld(R, k) + dx;
-    b.store(DX + (row * cols + k), b.cast(dx, dt), m);
+    b.store(DX + (row * cols + k), Epilogue(b, t, dx, [&] { return ld(R, k); }), m);
     return std::vector<Value>{};
   });
   b.store(Mean + row, mean);
@@ -116,18 +120,38 @@ Status Build(htr_dtype_t dt, htr_dtype_t in, uint32_t block, bool residual, std:
 
 }  // namespace
 
+namespace {
+
+LayerNormBackwardTypes AllIn(htr_dtype_t dt, bool residual) {
+  LayerNormBackwardTypes t;
+  t.in = t.weight = t.residual_dtype = t.out = dt;
+  t.residual = residual;
+  return t;
+}
+
+}  // namespace
+
 Status BuildLayerNormBackward(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir, bool whole_row) {
-  return whole_row ? BuildWholeRow(dt, dt, block, false, ir) : Build(dt, dt, block, false, ir);
+  return BuildLayerNormBackwardRow(AllIn(dt, false), block, whole_row, ir);
 }
 
 Status BuildLayerNormBackwardResidual(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir, bool whole_row) {
-  return whole_row ? BuildWholeRow(dt, dt, block, true, ir) : Build(dt, dt, block, true, ir);
+  return BuildLayerNormBackwardRow(AllIn(dt, true), block, whole_row, ir);
 }
 
 Status BuildLayerNormBackwardWidening(htr_dtype_t in_dtype, uint32_t block, bool residual, bool whole_row,
                                       std::vector<uint8_t>* ir) {
-  const htr_dtype_t f = HTR_DTYPE_F32;
-  return whole_row ? BuildWholeRow(f, in_dtype, block, residual, ir) : Build(f, in_dtype, block, residual, ir);
+  LayerNormBackwardTypes t = AllIn(HTR_DTYPE_F32, residual);
+  t.in = in_dtype;
+  return BuildLayerNormBackwardRow(t, block, whole_row, ir);
+}
+
+Status BuildLayerNormBackwardRow(const LayerNormBackwardTypes& t, uint32_t block, bool whole_row,
+                                 std::vector<uint8_t>* ir) {
+  auto fl = [](htr_dtype_t d) { return d == HTR_DTYPE_F32 || d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; };
+  if (!fl(t.in) || !fl(t.weight) || !fl(t.residual_dtype) || !fl(t.round) || !fl(t.out))
+    return Status{HTR_STATUS_INVALID_ARGUMENT, "layernorm_backward: dtypes must be f32, bf16 or f16"};
+  return whole_row ? BuildWholeRow(t, block, ir) : Build(t, block, ir);
 }
 
 Status BuildLayerNormBackwardParams(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {

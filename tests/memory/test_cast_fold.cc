@@ -42,8 +42,9 @@ constexpr int kNumParams = 7;
 
 // loss = cross_entropy((x + (gelu(layer_norm(x) @ w1 + b1) @ w2 + b2)) @ wout, t). With
 // `computed_x`, x = input + input (an intermediate: stored in bf16, so layer_norm_grad's x is
-// widened by a cast, as in a transformer's blocks).
-htr_graph_t* BuildBlock(bool computed_x = false) {
+// widened by a cast, as in a transformer's blocks). `blocks` > 1 repeats the block (same
+// parameters) on its own output: the residual stream's gradient then sums layer_norm_grad's dx.
+htr_graph_t* BuildBlock(bool computed_x = false, int blocks = 1) {
   htr_graph_t* g = nullptr;
   API_REQUIRE(htr_graph_create(&g));
   const int64_t xs[2] = {kRows, kC}, ts[1] = {kRows};
@@ -62,10 +63,13 @@ htr_graph_t* BuildBlock(bool computed_x = false) {
     API_REQUIRE(htr_graph_state(g, ("v_" + n).c_str(), HTR_DTYPE_F32, rank, q.shape.data(), &v[i]));
   }
   if (computed_x) x = ApiOp(g, "add", {x, x});
-  htr_value_t ln = ApiOp(g, "layer_norm", {x, p[0], p[1]});
-  htr_value_t h = ApiOp(g, "gelu", {ApiOp(g, "add", {ApiOp(g, "matmul", {ln, p[2]}), p[3]})});
-  htr_value_t y = ApiOp(g, "add", {ApiOp(g, "matmul", {h, p[4]}), p[5]});
-  htr_value_t r = ApiOp(g, "add", {x, y});
+  htr_value_t r = x;
+  for (int k = 0; k < blocks; ++k) {  // the block's parameters shared by every repeat
+    htr_value_t ln = ApiOp(g, "layer_norm", {r, p[0], p[1]});
+    htr_value_t h = ApiOp(g, "gelu", {ApiOp(g, "add", {ApiOp(g, "matmul", {ln, p[2]}), p[3]})});
+    htr_value_t y = ApiOp(g, "add", {ApiOp(g, "matmul", {h, p[4]}), p[5]});
+    r = ApiOp(g, "add", {r, y});
+  }
   htr_value_t loss = ApiOp(g, "cross_entropy", {ApiOp(g, "matmul", {r, p[6]}), t});
   API_REQUIRE(htr_graph_output(g, "loss", loss));
   htr_value_t grads[kNumParams];
@@ -312,6 +316,40 @@ TEST_CASE("device mode bf16: layer_norm_grad reads its bf16 operands, same numbe
   CHECK_FALSE(HasGroup(off, {"cast+layer_norm_grad"}));
   CHECK(on.cast_steps + 2 <= off.cast_steps);  // x's and dy's widening casts
   for (int k = 0; k < steps; ++k) CHECK(on.losses[static_cast<size_t>(k)] == off.losses[static_cast<size_t>(k)]);
+  CHECK(WorstWeightDiff(on, off) == 0.0);
+  htr_graph_destroy(g);
+}
+
+// The residual stream's gradient under bf16 (epilogue_fusion.h, layernorm_grad_group.h): the
+// precision pass rounds layer_norm_grad's dx to bf16 and widens it again, widens the bf16
+// residual gradient, adds and rounds the sum; the group runs all of it in the LayerNorm row
+// kernel (with x's and dy's widening casts folded too), bit for bit what the separate kernels
+// compute (HTR_FUSE_EPILOGUES=0).
+TEST_CASE("device mode bf16: the residual gradient's add and casts run in layer_norm_grad's kernel, same bits",
+          "[memory][precision][casts]") {
+  if (std::strlen(HTR_TEST_CPU_PLUGIN) == 0) {
+    WARN("skipped: the cpu plugin is not built");
+    return;
+  }
+  CpuRuntime env;
+  htr_graph_t* g = BuildBlock(true, 2);
+  const int steps = 3;
+  setenv("HTR_FUSE_EPILOGUES", "0", 1);
+  const Result off = Train(env, g, "device", 0, "bf16", steps);
+  unsetenv("HTR_FUSE_EPILOGUES");
+  const Result on = Train(env, g, "device", 0, "bf16", steps);
+  const Result host = Train(env, g, "host", 1, "bf16", steps);
+  INFO("fused plan:\n" << on.plan << "\nwithout the epilogue groups:\n" << off.plan);
+  CHECK(on.reference_steps == 0);
+  CHECK(HasGroup(on, {"cast+layer_norm_grad+cast+cast+cast+add+cast"}));
+  CHECK_FALSE(HasGroup(off, {"layer_norm_grad+"}));
+  CHECK(HasGroup(off, {"cast+cast+cast+add+cast"}));  // the separate residual group
+  CHECK(on.groups.size() < off.groups.size());
+  for (int k = 0; k < steps; ++k) {
+    CHECK(on.losses[static_cast<size_t>(k)] == off.losses[static_cast<size_t>(k)]);
+    CHECK(std::fabs(on.losses[static_cast<size_t>(k)] - host.losses[static_cast<size_t>(k)]) <=
+          2e-2 * std::fabs(host.losses[static_cast<size_t>(k)]));
+  }
   CHECK(WorstWeightDiff(on, off) == 0.0);
   htr_graph_destroy(g);
 }
