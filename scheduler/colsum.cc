@@ -2,6 +2,7 @@
 #include "colsum.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -55,7 +56,22 @@ Status AppendColSumMiddle(ColSumPlan* plan, std::vector<FusedArg>* partials, boo
   return Status::Ok();
 }
 
-uint32_t StageUnroll() { return ColSumVersion() >= 2 ? K::kColSumUnrollWide : K::kColSumUnroll; }
+// A sweep knob from the environment (HTR_COLSUM_BLOCK: a power of two in [32, 1024];
+// HTR_COLSUM_PROGRAMS: 64..65536; HTR_COLSUM_UNROLL: 1..kColSumChunk), else `fallback`.
+int64_t EnvKnob(const char* name, int64_t fallback) {
+  const std::optional<std::string> v = htr::rt::ReadEnv(name);
+  if (!v) return fallback;
+  const long long n = std::strtoll(v->c_str(), nullptr, 10);
+  if (std::string(name) == "HTR_COLSUM_BLOCK") return n >= 32 && n <= 1024 && (n & (n - 1)) == 0 ? n : fallback;
+  if (std::string(name) == "HTR_COLSUM_UNROLL") return n >= 1 && n <= kColSumChunk ? n : fallback;
+  return n >= 64 && n <= 65536 ? n : fallback;
+}
+
+uint32_t StageUnroll() {
+  const int64_t u = EnvKnob("HTR_COLSUM_UNROLL", 0);  // rows in flight per lane (the order is kept)
+  if (u > 0) return static_cast<uint32_t>(u);
+  return ColSumVersion() >= 2 ? K::kColSumUnrollWide : K::kColSumUnroll;
+}
 
 }  // namespace
 
@@ -68,9 +84,10 @@ ColSumPlan PlanColSum(int64_t rows, int64_t cols) {
   ColSumPlan p;
   p.rows = rows;
   p.cols = cols;
-  p.block = std::min<uint32_t>(Pow2AtLeast(std::max<int64_t>(cols, 1)), K::kColSumMaxBlock);
+  p.block = std::min<uint32_t>(Pow2AtLeast(std::max<int64_t>(cols, 1)), EnvKnob("HTR_COLSUM_BLOCK", K::kColSumMaxBlock));
   p.col_programs = static_cast<uint32_t>((cols + p.block - 1) / p.block);
-  const int64_t want_slices = std::max<int64_t>(1, kColSumTargetPrograms / std::max<uint32_t>(p.col_programs, 1));
+  const int64_t target = EnvKnob("HTR_COLSUM_PROGRAMS", kColSumTargetPrograms);
+  const int64_t want_slices = std::max<int64_t>(1, target / std::max<uint32_t>(p.col_programs, 1));
   const int64_t per = (rows + want_slices - 1) / want_slices;
   p.rows_per_slice = std::min<int64_t>(std::max<int64_t>(Pow2AtLeast(per), kColSumChunk), K::kColSumMaxSliceRows);
   p.slices = std::max<int64_t>(1, (rows + p.rows_per_slice - 1) / p.rows_per_slice);
@@ -159,6 +176,13 @@ Status AppendLayerNormParamSums(int64_t rows, int64_t cols, FusedArg x, FusedArg
   HTR_OPS_RETURN_IF_ERROR(AppendColSumMiddle(&fin, &parts, specialize, scratch_bytes, launches));
   return AppendColSumFinish(fin, parts, std::vector<FusedArg>{dweight, dbias}, HTR_DTYPE_F32, 1.0, specialize,
                             launches);
+}
+
+Status AppendColSumReduce(ColSumPlan plan, std::vector<FusedArg> partials, const std::vector<FusedArg>& outs,
+                          htr_dtype_t out_dtype, double scale, bool specialize, std::vector<uint64_t>* scratch_bytes,
+                          std::vector<FusedLaunch>* launches) {
+  HTR_OPS_RETURN_IF_ERROR(AppendColSumMiddle(&plan, &partials, specialize, scratch_bytes, launches));
+  return AppendColSumFinish(plan, partials, outs, out_dtype, scale, specialize, launches);
 }
 
 SquareSlicePlan PlanSumSquares(int64_t n, uint32_t block, int64_t max_programs) {

@@ -8,7 +8,9 @@
 // Plan for `rows` x `cols`: lanes = min(pow2 >= cols, kColSumMaxBlock); rows_per_slice = the power
 // of two in [chunk, kColSumMaxSliceRows] that brings the stage-1 programs (ceil(cols / lanes) x
 // slices) nearest above kColSumTargetPrograms; slices = ceil(rows / rows_per_slice). A function of
-// the shape only: the same shape sums in the same order on every device and every run.
+// the shape only: the same shape sums in the same order on every device and every run (sweep knobs
+// for A/B runs: HTR_COLSUM_BLOCK replaces kColSumMaxBlock, HTR_COLSUM_PROGRAMS
+// kColSumTargetPrograms; the same for every caller, so fused and unfused sums still agree).
 #ifndef HTR_SCHEDULER_COLSUM_H_
 #define HTR_SCHEDULER_COLSUM_H_
 
@@ -64,6 +66,14 @@ Status AppendColSumFinish(const ColSumPlan& plan, const std::vector<FusedArg>& p
 // One buffer (the sum lowering's and cast_fold.cc's case).
 Status AppendColSumFinish(const ColSumPlan& plan, FusedArg partial, FusedArg out, htr_dtype_t out_dtype,
                           double scale, bool specialize, std::vector<FusedLaunch>* launches);
+
+// The ordered reduction of `partials` (f32 [plan.slices, plan.cols] each, written by some stage-1
+// kernel) into `outs`: AppendColSum's middle pass (ColSumVersion() 2, more than kColSumFinishAcc
+// slices; plan.block and plan.col_programs give its programs) then the finish. Scratch buffers
+// for the middle pass are appended to `scratch_bytes`.
+Status AppendColSumReduce(ColSumPlan plan, std::vector<FusedArg> partials, const std::vector<FusedArg>& outs,
+                          htr_dtype_t out_dtype, double scale, bool specialize, std::vector<uint64_t>* scratch_bytes,
+                          std::vector<FusedLaunch>* launches);
 
 // layer_norm_grad's dweight/dbias (f32 [cols]) from x, dy (f32 [rows, cols], contiguous) and the
 // mean/rstd (f32 [rows]) that layernorm_backward(_residual) stored: layernorm_params_slices into

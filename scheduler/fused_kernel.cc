@@ -8,6 +8,7 @@
 
 #include "colsum.h"
 #include "fusion.h"
+#include "layernorm_grad_group.h"
 #include "ops/kernels/kernels.h"
 #include "ops/lang/lang.h"
 
@@ -34,7 +35,6 @@ bool IsElementwiseUnary(const std::string& n) {
 FusedArg ValueArg(ValueId v) { return FusedArg::Value(v); }
 FusedArg ScratchArg(uint32_t i) { return FusedArg::Scratch(i); }
 FusedArg IntArg(int64_t i, bool specialize) { return FusedArg::Int(i, specialize); }
-FusedArg FloatArg(double f) { return FusedArg::Float(f); }
 
 bool IsF32(const Program& p, ValueId v) { return p.values[v].info.dtype == HTR_DTYPE_F32; }
 bool IsFloat(htr_dtype_t d) { return d == HTR_DTYPE_F32 || d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
@@ -421,21 +421,20 @@ Status BuildSpecial(const Program& p, FusedGroup* g) {
     g->launches.push_back(std::move(b));
     return Status::Ok();
   }
-  // layer_norm_grad: x, weight, dy -> dx, dweight, dbias.
+  // layer_norm_grad: x, weight, dy -> dx, dweight, dbias (layernorm_grad_group.h).
   const ops::Shape& x = p.values[s.inputs[0]].info.shape;
   const int64_t cols = x.back(), rows = ops::Numel(x) / cols;
-  const uint32_t block = std::min<uint32_t>(Pow2AtLeast(cols), 1024);
-  g->scratch_bytes = {static_cast<uint64_t>(rows) * 4, static_cast<uint64_t>(rows) * 4};
-  FusedLaunch a;
-  HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildLayerNormBackward(HTR_DTYPE_F32, block, &a.ir, block >= cols), n));
-  a.args = {ValueArg(s.inputs[0]), ValueArg(s.inputs[1]), ValueArg(s.inputs[2]), ValueArg(s.outputs[0]),
-            ScratchArg(0), ScratchArg(1), IntArg(cols, true), FloatArg(s.attrs.GetFloat("eps"))};
-  a.grid[0] = static_cast<uint32_t>(rows);
-  g->launches.push_back(std::move(a));
-  // dweight/dbias: the split column sum (colsum.h), as device_lower.cc's layer_norm_grad.
-  return AppendLayerNormParamSums(rows, cols, ValueArg(s.inputs[0]), ValueArg(s.inputs[2]), ScratchArg(0),
-                                  ScratchArg(1), ValueArg(s.outputs[1]), ValueArg(s.outputs[2]), true,
-                                  &g->scratch_bytes, &g->launches);
+  LayerNormBackwardArgs a;
+  a.x = ValueArg(s.inputs[0]);
+  a.weight = ValueArg(s.inputs[1]);
+  a.dy = ValueArg(s.inputs[2]);
+  a.dx = ValueArg(s.outputs[0]);
+  a.dweight = ValueArg(s.outputs[1]);
+  a.dbias = ValueArg(s.outputs[2]);
+  a.eps = s.attrs.GetFloat("eps");
+  g->scratch_bytes.clear();
+  return AppendLayerNormBackward(rows, cols, kernels::LayerNormBackwardTypes{}, a, true, &g->scratch_bytes,
+                                 &g->launches);
 }
 
 }  // namespace

@@ -210,6 +210,12 @@ struct LayerNormBackwardTypes {
 };
 Status BuildLayerNormBackwardRow(const LayerNormBackwardTypes& types, uint32_t block, bool whole_row,
                                  std::vector<uint8_t>* ir);
+// `rows_per_program` (1..64) whole rows (cols <= block at every launch) per program: the row
+// kernel's dx (as `types` say) plus the program's dweight/dbias partial sums over its rows,
+// f32 [programs, cols] each, for a column-sum finish (scheduler/layernorm_grad_group.h). Args:
+// x, weight, dy, [residual], dx, dweight_partial, dbias_partial, rows, cols, eps.
+Status BuildLayerNormBackwardRows(const LayerNormBackwardTypes& types, uint32_t block, uint32_t rows_per_program,
+                                  std::vector<uint8_t>* ir);
 
 // GELU (tanh form, as the graph op) and its derivative on f32 values, for
 // kernels that inline them (e.g. the scheduler's fused kernels).

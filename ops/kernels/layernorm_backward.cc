@@ -118,6 +118,61 @@ Status Build(const LayerNormBackwardTypes& t, uint32_t block, std::vector<uint8_
   return b.serialize(ir);
 }
 
+// R rows per program (whole rows: cols <= block), straight-line: row i + 1's loads are issued
+// before row i's reductions, and dweight/dbias partials over the program's rows are kept in
+// registers and stored once ([programs, cols] f32 each), so nothing reads x and dy a second time.
+// Rows past `rows` are masked off (they add zeros).
+Status BuildRows(const LayerNormBackwardTypes& t, uint32_t block, uint32_t R, std::vector<uint8_t>* ir) {
+  Builder b(t.residual ? "layernorm_backward_residual_rows" : "layernorm_backward_rows");
+  Value X = b.arg_ptr("x", t.in, true), W = b.arg_ptr("weight", t.weight, true), DY = b.arg_ptr("dy", t.in, true);
+  Value Res;
+  if (t.residual) Res = b.arg_ptr("residual", t.residual_dtype, true);
+  Value DX = b.arg_ptr("dx", t.out);
+  Value DWP = b.arg_ptr("dweight_partial", HTR_DTYPE_F32), DBP = b.arg_ptr("dbias_partial", HTR_DTYPE_F32);
+  Value rows = b.arg_scalar("rows", HTR_DTYPE_I32), cols = b.arg_scalar("cols", HTR_DTYPE_I32);
+  Value eps = b.arg_scalar("eps", HTR_DTYPE_F32);
+  Value pid = b.program_id(0);
+  Value c = b.arange(0, static_cast<int32_t>(block));
+  Value m = c < cols;
+  Value zero = b.zeros({block}, HTR_DTYPE_F32);
+  Value n = b.cast(cols, HTR_DTYPE_F32);
+  Value w = b.cast(b.load(W + c, m), HTR_DTYPE_F32);
+  struct RowIn {
+    Value at, mr, x, dy, r;
+  };
+  auto fetch = [&](uint32_t i) {
+    RowIn in;
+    Value row = pid * static_cast<double>(R) + static_cast<double>(i);
+    in.mr = m & (row < rows);
+    in.at = row * cols + c;
+    in.x = b.cast(b.load(X + in.at, in.mr), HTR_DTYPE_F32);  // 0 on masked lanes and rows
+    in.dy = b.cast(b.load(DY + in.at, in.mr), HTR_DTYPE_F32);
+    if (t.residual) in.r = b.cast(b.load(Res + in.at, in.mr), HTR_DTYPE_F32);
+    return in;
+  };
+  Value accw = zero, accb = zero;
+  RowIn cur = fetch(0);
+  for (uint32_t i = 0; i < R; ++i) {
+    RowIn next;
+    if (i + 1 < R) next = fetch(i + 1);
+    Value mean = b.sum(zero + cur.x, 0) / n;
+    Value d = b.where(m, cur.x - mean, 0.0);
+    Value rstd = rsqrt(b.sum(zero + d * d, 0) / n + eps);
+    Value g = cur.dy * w;
+    Value xh = (cur.x - mean) * rstd;
+    Value mg = b.sum(zero + g, 0) / n, mgx = b.sum(zero + g * xh, 0) / n;
+    Value dx = rstd * (g - mg - xh * mgx);
+    const Value r = cur.r;
+    b.store(DX + cur.at, Epilogue(b, t, dx, [&] { return r; }), cur.mr);
+    accw = accw + cur.dy * xh;  // masked rows: dy = 0
+    accb = accb + cur.dy;
+    cur = next;
+  }
+  b.store(DWP + (pid * cols + c), accw, m);
+  b.store(DBP + (pid * cols + c), accb, m);
+  return b.serialize(ir);
+}
+
 }  // namespace
 
 namespace {
@@ -152,6 +207,13 @@ Status BuildLayerNormBackwardRow(const LayerNormBackwardTypes& t, uint32_t block
   if (!fl(t.in) || !fl(t.weight) || !fl(t.residual_dtype) || !fl(t.round) || !fl(t.out))
     return Status{HTR_STATUS_INVALID_ARGUMENT, "layernorm_backward: dtypes must be f32, bf16 or f16"};
   return whole_row ? BuildWholeRow(t, block, ir) : Build(t, block, ir);
+}
+
+Status BuildLayerNormBackwardRows(const LayerNormBackwardTypes& t, uint32_t block, uint32_t rows_per_program,
+                                  std::vector<uint8_t>* ir) {
+  if (rows_per_program < 1 || rows_per_program > 64)
+    return Status{HTR_STATUS_INVALID_ARGUMENT, "layernorm_backward_rows: 1 to 64 rows a program"};
+  return BuildRows(t, block, rows_per_program, ir);
 }
 
 Status BuildLayerNormBackwardParams(htr_dtype_t dt, uint32_t block, std::vector<uint8_t>* ir) {

@@ -30,6 +30,9 @@
 #              host's cores) with $CURVE_ARGS
 #   profile    htr-train --preset gpt2 bf16 B16 T1024, $PROFILE_STEPS (4) steps with --profile; the
 #              trace is gzipped into OUT and its last step summarised by htr-prof (--step last)
+#   profiles   the profile section's run ($PROFILE_STEPS, default 3 here) once per setting in
+#              $PROFILE_ENVS (as ROWS_ENVS), printing htr-prof's last-step lines that match
+#              $PROFILE_GREP (default: layer_norm_grad, cast+sum, op time) and the last step's tokens/s
 #   ablate     htr-train --preset gpt2 bf16 B16 T1024, $ABLATE_STEPS (8) steps once per setting in
 #              $ABLATE_ENVS (default: the tree's defaults, HTR_MATMUL_F32_OUT=0,
 #              HTR_SHARE_WEIGHT_CASTS=1; as ROWS_ENVS): the plan line and the last step's tokens/s
@@ -165,6 +168,17 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
       echo "ablate $e rc=$?: $(grep -m1 -E 'plan:' "$OUT/ablate-${e//[=,]/_}.log" | cut -c1-120)"
       echo "ablate $e: $(grep -E "^step $n/$n" "$OUT/ablate-${e//[=,]/_}.log" | tail -1)"
     done
+    ;;
+  profiles)
+    for e in ${PROFILE_ENVS:-default}; do
+      ev=""; [ "$e" != default ] && ev=${e//,/ }
+      env $ev timeout ${PROFILE_TIMEOUT:-200} "$D/bin/htr-train" --device cuda:0 --preset gpt2 --batch 16 --seq 1024 \
+        --precision bf16 --steps ${PROFILE_STEPS:-3} --eval-every 0 --sample-tokens 0 --progress plain --print-every 1 \
+        --data "$D/data.txt" --out-dir "$OUT/gpt2" --profile "$OUT/trace.json" > "$OUT/profiles.log" 2>&1
+      echo "profiles $e rc=$?: $(grep -E '^step' "$OUT/profiles.log" | tail -1 | cut -c1-60)"
+      "$D/bin/htr-prof" "$OUT/trace.json" --top 40 --step last | grep -E "${PROFILE_GREP:-layer_norm_grad|cast\+sum|op time}"
+    done
+    rm -f "$OUT/trace.json"
     ;;
   profile)
     timeout ${PROFILE_TIMEOUT:-200} "$D/bin/htr-train" --device cuda:0 --preset gpt2 --batch 16 --seq 1024 --precision bf16 \

@@ -97,21 +97,30 @@ TEST_CASE("softmax backward matches the reference kernel", "[backward]") {
   }
 }
 
-TEST_CASE("layernorm backward matches the reference kernel", "[backward]") {
-  BwdEnv env;
-  const int rows = 70, cols = 200;
-  const double eps = 1e-5;
-  auto x = Rand(rows * cols, 35, -3, 5), w = Rand(cols, 36, 0.5f, 1.5f), dy = Rand(rows * cols, 37);
-  std::vector<float> rdx(rows * cols), rdw(cols), rdb(cols);
+// The reference layer_norm_grad of f32 x [rows, cols], w [cols], dy: dx, dweight, dbias.
+static void RefLayerNormGrad(std::vector<float>& x, std::vector<float>& w, std::vector<float>& dy, int rows, int cols,
+                             double eps, std::vector<float>* rdx, std::vector<float>* rdw, std::vector<float>* rdb) {
+  rdx->assign(static_cast<size_t>(rows * cols), 0.0f);
+  rdw->assign(static_cast<size_t>(cols), 0.0f);
+  rdb->assign(static_cast<size_t>(cols), 0.0f);
   htr::ops::Attrs at;
   at.Float("eps", eps);
   htr::ops::KernelArgs k;
   k.in = {View(x.data(), HTR_DTYPE_F32, {rows, cols}), View(w.data(), HTR_DTYPE_F32, {cols}),
           View(dy.data(), HTR_DTYPE_F32, {rows, cols})};
-  k.out = {View(rdx.data(), HTR_DTYPE_F32, {rows, cols}), View(rdw.data(), HTR_DTYPE_F32, {cols}),
-           View(rdb.data(), HTR_DTYPE_F32, {cols})};
+  k.out = {View(rdx->data(), HTR_DTYPE_F32, {rows, cols}), View(rdw->data(), HTR_DTYPE_F32, {cols}),
+           View(rdb->data(), HTR_DTYPE_F32, {cols})};
   k.attrs = &at;
   REQUIRE(htr::ops::ref::LayerNormGrad(k).ok());
+}
+
+TEST_CASE("layernorm backward matches the reference kernel", "[backward]") {
+  BwdEnv env;
+  const int rows = 70, cols = 200;
+  const double eps = 1e-5;
+  auto x = Rand(rows * cols, 35, -3, 5), w = Rand(cols, 36, 0.5f, 1.5f), dy = Rand(rows * cols, 37);
+  std::vector<float> rdx, rdw, rdb;
+  RefLayerNormGrad(x, w, dy, rows, cols, eps, &rdx, &rdw, &rdb);
   std::vector<uint8_t> ir_dx, ir_p;
   REQUIRE(BuildLayerNormBackward(HTR_DTYPE_F32, 64, &ir_dx).message == "");
   REQUIRE(BuildLayerNormBackwardParams(HTR_DTYPE_F32, 64, &ir_p).message == "");
@@ -179,6 +188,56 @@ TEST_CASE("layernorm backward whole-row form is bit-identical to the looped form
       }
       CHECK(got[1][0][0] != 7.0f);  // written
     }
+  }
+}
+
+// The multi-row form (BuildLayerNormBackwardRows, HTR_LN_BWD_ROWS): 4 rows a program over 9 rows
+// (the last program's 3 rows past the end masked off) writes the row form's dx (bit-identical
+// under the interpreter; the JIT may contract differently) and per-program dweight/dbias partials
+// whose column sums are the reference gradients.
+TEST_CASE("layernorm backward rows form: the row form's dx and parameter partials", "[backward]") {
+  BwdEnv env;
+  const int rows = 9, cols = 200, R = 4, programs = (rows + R - 1) / R;
+  const uint32_t block = 256;
+  const double eps = 1e-5;
+  auto x = Rand(rows * cols, 55, -3, 5), w = Rand(cols, 56, 0.5f, 1.5f), dy = Rand(rows * cols, 57);
+  auto r = Rand(rows * cols, 58);
+  std::vector<float> rdx, rdw, rdb;
+  RefLayerNormGrad(x, w, dy, rows, cols, eps, &rdx, &rdw, &rdb);
+  htr::kernels::LayerNormBackwardTypes t;
+  t.residual = true;
+  std::vector<uint8_t> row_ir, rows_ir;
+  REQUIRE(htr::kernels::BuildLayerNormBackwardRow(t, block, true, &row_ir).message == "");
+  REQUIRE(htr::kernels::BuildLayerNormBackwardRows(t, block, R, &rows_ir).message == "");
+  CHECK_FALSE(htr::kernels::BuildLayerNormBackwardRows(t, block, 0, &rows_ir).ok());
+  for (const char* mode : kBwdModes) {
+    htr_tensor_t* tdx = env.f32(std::vector<float>(rows * cols, 7));
+    htr_tensor_t *tm = env.f32(std::vector<float>(rows, 0)), *ts = env.f32(std::vector<float>(rows, 0));
+    env.run(row_ir, mode, rows,
+            {T(env.f32(x)), T(env.f32(w)), T(env.f32(dy)), T(env.f32(r)), T(tdx), T(tm), T(ts), I(cols), F(eps)});
+    htr_tensor_t* tdx2 = env.f32(std::vector<float>(rows * cols, 7));
+    htr_tensor_t* tpw = env.f32(std::vector<float>(programs * cols, 7));
+    htr_tensor_t* tpb = env.f32(std::vector<float>(programs * cols, 7));
+    env.run(rows_ir, mode, programs,
+            {T(env.f32(x)), T(env.f32(w)), T(env.f32(dy)), T(env.f32(r)), T(tdx2), T(tpw), T(tpb), I(rows), I(cols),
+             F(eps)});
+    INFO(mode);
+    const std::vector<float> a = env.get(tdx), b = env.get(tdx2);
+    if (std::string(mode) == "jit=interpreter") CHECK(a == b);
+    else CHECK(Nmse(b, D(a)) <= 1e-12);
+    std::vector<float> want(rows * cols);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = rdx[i] + r[i];
+    CHECK(Nmse(b, D(want)) <= 1e-7);
+    const std::vector<float> pw = env.get(tpw), pb = env.get(tpb);
+    std::vector<float> sw(cols, 0.0f), sb(cols, 0.0f);
+    for (int p = 0; p < programs; ++p) {
+      for (int c = 0; c < cols; ++c) {
+        sw[static_cast<size_t>(c)] += pw[static_cast<size_t>(p * cols + c)];
+        sb[static_cast<size_t>(c)] += pb[static_cast<size_t>(p * cols + c)];
+      }
+    }
+    CHECK(Nmse(sw, D(rdw)) <= 1e-7);
+    CHECK(Nmse(sb, D(rdb)) <= 1e-7);
   }
 }
 
