@@ -8,9 +8,13 @@
 #include "cuda_pool.h"
 #include "cuda_stream.h"
 #include "htr_sdk_args.h"
+#include "htr_sdk_decision.h"
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace htr_cuda {
@@ -30,6 +34,9 @@ constexpr int LAYOUT_BATCH_COUNT = 5, LAYOUT_STRIDED_BATCH_OFFSET = 6;
 constexpr int PREF_MAX_WORKSPACE_BYTES = 1;
 constexpr int PREF_MIN_ALIGNMENT_A = 5;  // B, C, D follow
 constexpr uint64_t kWorkspaceBytes = uint64_t{32} << 20;
+constexpr int kTuneCandidates = 8;      // heuristic answers timed by tune_plan (HTR_CUDA_MATMUL_TUNE)
+constexpr int kMaxTuneCandidates = 32;
+constexpr int kTuneReps = 5;        // timed calls per candidate (after one untimed)
 
 struct HeuristicResult {  // cublasLtMatmulHeuristicResult_t
   uint64_t algo[8];
@@ -260,6 +267,15 @@ htr_status_t analyze(const htr_sdk::Host& host, const htr_op_desc_t* desc, Probl
   return nullptr;
 }
 
+// HTR_CUDA_MATMUL_TUNE: how many of the heuristic's answers a plan asks for and times (default
+// kTuneCandidates, at most kMaxTuneCandidates); 0 or 1: the heuristic's first answer, untimed.
+int tune_candidates(const htr_sdk::Host& host) {
+  const char* v = host.config("HTR_CUDA_MATMUL_TUNE");
+  if (v == nullptr || *v == '\0') return kTuneCandidates;
+  const long n = std::strtol(v, nullptr, 10);
+  return n <= 1 ? 1 : n > kMaxTuneCandidates ? kMaxTuneCandidates : static_cast<int>(n);
+}
+
 uint32_t alignment_of(uint64_t addr) {
   uint32_t a = 256;
   while (a > 1 && (addr % a) != 0) a >>= 1;
@@ -274,8 +290,13 @@ struct Plan {
   void* la = nullptr;  // first cuBLASLt operand (from B)
   void* lb = nullptr;  // second (from A)
   void* lc = nullptr;
-  HeuristicResult algo{};
+  std::string key;                        // get_plan's cache key (the tuning decision's name)
+  std::vector<HeuristicResult> candidates;  // the heuristic's answers, best-rated first (immutable)
+  std::atomic<size_t> chosen{0};          // the candidate every call uses (tune_plan may change it once)
+  std::atomic<bool> tuned{false};         // tune_plan ran (or is not to run) for this plan
+  std::mutex tune_mu;
   std::mutex bias_mu;  // bias / epilogue plans: the pointer attributes are set on `op` right before each call
+  const HeuristicResult& algo() const { return candidates[chosen.load(std::memory_order_acquire)]; }
   ~Plan() {
     if (api == nullptr) return;
     if (op) api->cublasLtMatmulDescDestroy(op);
@@ -404,18 +425,109 @@ htr_status_t get_plan(htr_plugin_device_t* dev, BlasState* bs, const Problem& p,
   for (int i = 0; i < 4; ++i)
     api.cublasLtMatmulPreferenceSetAttribute(pref, PREF_MIN_ALIGNMENT_A + i, &al[i], sizeof al[i]);
   int count = 0;
+  HeuristicResult results[kMaxTuneCandidates];
+  const int want = tune_candidates(host);
   const int r = api.cublasLtMatmulAlgoGetHeuristic(bs->handle, plan->op, plan->la, plan->lb, plan->lc, plan->lc,
-                                                   pref, 1, &plan->algo, &count);
+                                                   pref, want, results, &count);
   api.cublasLtMatmulPreferenceDestroy(pref);
   if (r != 0 || count < 1)
     return host.error(r != 0 ? blas_code(r) : HTR_STATUS_UNIMPLEMENTED,
                       "cuda:%u: cuBLASLt has no algorithm for this matmul (status %d)", dev->index, r);
+  for (int i = 0; i < count && i < want; ++i) {
+    if (results[i].state == 0) plan->candidates.push_back(results[i]);
+  }
+  if (plan->candidates.empty()) plan->candidates.push_back(results[0]);
+  plan->key = key;
   *out = plan.get();
   bs->plans.emplace(key, plan.release());
   return nullptr;
 }
 
 }  // namespace
+
+
+// Where the tuning decisions live: $HTR_CACHE_DIR/cuda/cublaslt-tune (else ~/.cache/htr/...).
+std::string tune_dir(const htr_sdk::Host& host) {
+  const char* cache = host.config("HTR_CACHE_DIR");
+  const char* home = host.config("HOME");
+  if (cache != nullptr && *cache != '\0') return std::string(cache) + "/cuda/cublaslt-tune";
+  if (home != nullptr && *home != '\0') return std::string(home) + "/.cache/htr/cuda/cublaslt-tune";
+  return std::string();
+}
+
+// Whether C's bytes [addr[2], addr[2] + span[2]) overlap an input's (A, B, bias, a dgelu's pre):
+// timing candidates would then change an input.
+bool c_overlaps_inputs(const uint64_t addr[5], const uint64_t span[5], const Problem& p) {
+  const int ins[3] = {0, 1, p.bias ? 3 : p.epilogue == 2 ? 4 : -1};
+  for (int i : ins) {
+    if (i < 0) continue;
+    if (addr[i] < addr[2] + span[2] && addr[2] < addr[i] + span[i]) return true;
+  }
+  return false;
+}
+
+// First eager launch of a plan with more than one candidate: the candidate stored for this key
+// by an earlier process (htr_sdk_decision.h: every process of the machine then uses the same
+// algorithm, so runs reproduce bit for bit), or the fastest of kTuneReps timed calls each, stored.
+// Never while the stream is capturing (tried again on a later launch); not with beta != 0 or C
+// overlapping an input (the timing calls write C). Failures keep the heuristic's first answer.
+// The calls write C (and a gelu epilogue's pre), which the launch's own call then overwrites.
+template <typename Call>
+void tune_plan(htr_plugin_device_t* dev, htr_plugin_stream_t* stream, const Problem& p, const uint64_t addr[5],
+               const uint64_t span[5], Plan* plan, const Call& call_with) {
+  std::lock_guard<std::mutex> lock(plan->tune_mu);
+  if (plan->tuned.load()) return;
+  if (stream->capturing.load()) return;
+  const htr_sdk::Host& host = dev->host();
+  if (plan->candidates.size() < 2 || p.beta != 0.0f || c_overlaps_inputs(addr, span, p)) {
+    plan->tuned.store(true, std::memory_order_release);
+    return;
+  }
+  const std::string dir = tune_dir(host);
+  char name[256] = "";
+  dev->drv().cuDeviceGetName(name, sizeof name - 1, dev->cu_device);
+  const std::string key = "cublaslt-v1|" + std::string(name) + "|" +
+                          std::to_string(dev->ctx->blas.api.cublasLtGetVersion()) + "|" + plan->key + "|" +
+                          std::to_string(plan->candidates.size());
+  const std::string path = dir.empty() ? std::string() : dir + "/" + htr_sdk::decision_hash(key);
+  std::string line;
+  auto parse = [&](const std::string& l) -> long {
+    char* end = nullptr;
+    const long v = std::strtol(l.c_str(), &end, 10);
+    return end != l.c_str() && v >= 0 && v < static_cast<long>(plan->candidates.size()) ? v : -1;
+  };
+  long pick = !path.empty() && htr_sdk::decision_read(path, &line) ? parse(line) : -1;
+  if (pick < 0) {
+    const Driver& d = dev->drv();
+    CUevent ev[2] = {nullptr, nullptr};
+    bool ok = d.cuEventCreate(&ev[0], CU_EVENT_DEFAULT) == 0 && d.cuEventCreate(&ev[1], CU_EVENT_DEFAULT) == 0;
+    float best = std::numeric_limits<float>::infinity();
+    std::string times;
+    for (size_t i = 0; ok && i < plan->candidates.size(); ++i) {
+      const HeuristicResult& a = plan->candidates[i];
+      bool run = call_with(a) == 0 && d.cuEventRecord(ev[0], stream->cu_stream) == 0;
+      for (int k = 0; run && k < kTuneReps; ++k) run = call_with(a) == 0;
+      float ms = 0.0f;
+      run = run && d.cuEventRecord(ev[1], stream->cu_stream) == 0 && d.cuEventSynchronize(ev[1]) == 0 &&
+            (d.cuEventElapsedTime_v2 != nullptr ? d.cuEventElapsedTime_v2(&ms, ev[0], ev[1])
+                                                : d.cuEventElapsedTime(&ms, ev[0], ev[1])) == 0;
+      if (!run) ok = d.cuStreamSynchronize(stream->cu_stream) == 0;  // a refused candidate: go on
+      times += (i ? "," : "") + (run ? std::to_string(ms * 1e3f / kTuneReps) : std::string("-"));
+      if (run && ms < best) best = ms, pick = static_cast<long>(i);
+    }
+    for (CUevent e : ev)
+      if (e != nullptr) d.cuEventDestroy_v2(e);
+    if (pick >= 0 && !path.empty()) {
+      const long stored = parse(htr_sdk::decision_settle(dir, path, std::to_string(pick)));
+      if (stored >= 0) pick = stored;
+    }
+    host.log(HTR_LOG_INFO, "cuda:%u: cuBLASLt %lldx%lldx%lld: candidates %s us -> %ld", dev->index,
+             static_cast<long long>(p.M), static_cast<long long>(p.N), static_cast<long long>(p.K), times.c_str(),
+             pick);
+  }
+  if (pick >= 0) plan->chosen.store(static_cast<size_t>(pick), std::memory_order_release);
+  plan->tuned.store(true, std::memory_order_release);
+}
 
 htr_status_t matmul_query(htr_plugin_device_t* device, const htr_op_desc_t* desc, int32_t* out_score) {
   const htr_sdk::Host& host = device->host();
@@ -460,7 +572,7 @@ htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* des
                                        p.bias ? &desc->inputs[2] : nullptr,
                                        p.epilogue == 1 ? &desc->outputs[1] : p.epilogue == 2 ? &desc->inputs[2] : nullptr};
   static const char* const kNames[5] = {"A", "B", "C", "bias", "pre"};
-  uint64_t addr[5] = {0, 0, 0, 0, 0};
+  uint64_t addr[5] = {0, 0, 0, 0, 0}, span[5] = {0, 0, 0, 0, 0};
   for (int i = 0; i < 5; ++i) {
     if (ts[i] == nullptr) continue;
     const htr_plugin_tensor_t& t = *ts[i];
@@ -475,6 +587,7 @@ htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* des
       return host.error(HTR_STATUS_INVALID_ARGUMENT, "cuda: matmul tensor %d reaches byte %llu of a %llu-byte buffer", i,
                         static_cast<unsigned long long>(end), static_cast<unsigned long long>(t.buffer->size));
     addr[i] = t.buffer->ptr + t.offset;
+    span[i] = end - t.offset;
   }
   if (p.epilogue != 0 && addr[4] % 16 != 0)
     return host.error(HTR_STATUS_UNIMPLEMENTED, "cuda: matmul epilogue: pre at byte %llu is not 16-byte aligned",
@@ -500,12 +613,16 @@ htr_status_t matmul_launch(htr_plugin_stream_t* stream, const htr_op_desc_t* des
   HTR_SDK_RETURN_IF_ERROR(get_plan(dev, bs, p, align, &plan));
   if (stream->workspace == 0)
     HTR_SDK_RETURN_IF_ERROR(dev->pool->alloc(kWorkspaceBytes, &stream->workspace, &stream->workspace_class));
-  auto call = [&] {
+  auto call_with = [&](const HeuristicResult& algo) {
     return bs->api->cublasLtMatmul(
         bs->handle, plan->op, &p.alpha, reinterpret_cast<const void*>(addr[1]), plan->la,
         reinterpret_cast<const void*>(addr[0]), plan->lb, &p.beta, reinterpret_cast<const void*>(addr[2]), plan->lc,
-        reinterpret_cast<void*>(addr[2]), plan->lc, plan->algo.algo, reinterpret_cast<void*>(stream->workspace),
+        reinterpret_cast<void*>(addr[2]), plan->lc, algo.algo, reinterpret_cast<void*>(stream->workspace),
         kWorkspaceBytes, stream->cu_stream);
+  };
+  auto call = [&] {
+    if (!plan->tuned.load(std::memory_order_acquire)) tune_plan(dev, stream, p, addr, span, plan, call_with);
+    return call_with(plan->algo());
   };
   int r = 0;
   if (p.bias || p.epilogue != 0) {

@@ -8,6 +8,9 @@
 #include "skip.h"
 
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -405,6 +408,74 @@ TEST_CASE("universal kernels on cuda:0 match the IR interpreter", "[gpu]") {
       ++t;
     }
   }
+}
+
+// cuBLASLt plans time the heuristic's candidates on their first eager launch and store the
+// choice (cuda_blaslt.h): a bf16 x bf16 -> f32 matmul gives the double reference's numbers, leaves
+// a decision under $HTR_CACHE_DIR/cuda/cublaslt-tune (the host reads configuration once per
+// process, so the directory is the environment's at start), and a second runtime (a fresh device
+// state, as another process would have) reads that decision and computes the same bits.
+TEST_CASE("cuBLASLt matmul algorithms are timed once and the choice is reused", "[gpu]") {
+  const char* cache = std::getenv("HTR_CACHE_DIR");
+  const char* home = std::getenv("HOME");
+  const std::string dir = cache != nullptr && *cache ? std::string(cache)
+                          : home != nullptr && *home ? std::string(home) + "/.cache/htr"
+                                                     : std::string();
+  const int64_t M = 256, K = 512, N = 384;
+  std::vector<uint16_t> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N));
+  std::vector<double> fa(a.size()), fb(b.size());
+  std::mt19937 g(5);
+  auto bf = [&](std::vector<uint16_t>* v, std::vector<double>* f) {
+    for (size_t i = 0; i < v->size(); ++i) {
+      const float x = static_cast<float>(static_cast<int>(g() % 17) - 8) / 8.0f;  // exact in bf16
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      (*v)[i] = static_cast<uint16_t>(u >> 16);
+      (*f)[i] = x;
+    }
+  };
+  bf(&a, &fa);
+  bf(&b, &fb);
+  std::vector<float> got[2];
+  for (int run = 0; run < 2; ++run) {
+    Env env;
+    if (env.gpu == nullptr) {
+      HTR_CUDA_TEST_SKIP("no cuda device (" << env.why << ")");
+      return;
+    }
+    const int64_t as[2] = {M, K}, bs[2] = {K, N}, cs[2] = {M, N};
+    htr_tensor_t *ta = nullptr, *tb = nullptr, *tc = nullptr;
+    REQUIRE(htr_tensor_create(env.gpu, HTR_DTYPE_BF16, 2, as, &ta) == nullptr);
+    REQUIRE(htr_tensor_create(env.gpu, HTR_DTYPE_BF16, 2, bs, &tb) == nullptr);
+    REQUIRE(htr_tensor_create(env.gpu, HTR_DTYPE_F32, 2, cs, &tc) == nullptr);
+    REQUIRE(htr_tensor_copy_from_host(ta, a.data(), a.size() * 2, nullptr) == nullptr);
+    REQUIRE(htr_tensor_copy_from_host(tb, b.data(), b.size() * 2, nullptr) == nullptr);
+    htr_tensor_t* ins[2] = {ta, tb};
+    htr_status_t st = htr_op_run(nullptr, "matmul", ins, 2, &tc, 1, nullptr, 0);
+    INFO((st ? htr_status_message(st) : "ok"));
+    REQUIRE(st == nullptr);
+    got[run].resize(static_cast<size_t>(M * N));
+    REQUIRE(htr_tensor_copy_to_host(tc, got[run].data(), got[run].size() * 4, nullptr) == nullptr);
+    for (htr_tensor_t* t : {ta, tb, tc}) htr_tensor_release(t);
+  }
+  double worst = 0;
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double want = 0;
+      for (int64_t k = 0; k < K; ++k) want += fa[static_cast<size_t>(i * K + k)] * fb[static_cast<size_t>(k * N + j)];
+      worst = std::max(worst, std::fabs(got[0][static_cast<size_t>(i * N + j)] - want));
+    }
+  }
+  CHECK(worst == 0.0);  // products of eighths summed in f32: exact
+  CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4) == 0);
+  const std::string tune = dir + "/cuda/cublaslt-tune";
+  size_t files = 0;
+  if (DIR* d = opendir(tune.c_str())) {
+    while (dirent* e = readdir(d)) files += e->d_name[0] != '.' ? 1 : 0;
+    closedir(d);
+  }
+  INFO(tune);
+  if (!dir.empty()) CHECK(files >= 1);
 }
 
 }  // namespace
