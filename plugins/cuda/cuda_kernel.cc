@@ -164,6 +164,20 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
       const int n = std::atoi(rc);
       if (n == 1 || n == 2 || n == 4) target.row_chunks = static_cast<uint32_t>(n);
     }
+    // Row programs with loops (CudaTarget::loop_chunk): a thread per chunk of 8 elements for the
+    // loop kernels that gained from it in the session-17 H200 sweep (gpt2 bf16 step, htr-prof):
+    // the multi-tensor AdamW (0.872 -> 0.744 ms a step), global_norm's sums of squares (227 ->
+    // 180 us) and the embedding gradient's gather (162 -> 120 us); the column sums and LayerNorm
+    // parameter slices (16 rows in flight per lane) ran 2-2.6x slower that way and keep a thread
+    // per element. HTR_CUDA_LOOP_CHUNK=0 turns it off, =2/4/8 applies that chunk to every loop program.
+    {
+      const std::string& kn = k->kernel.name;
+      if (kn == "adamw_multi" || kn == "sum_squares_multi" || kn == "embedding_grad_gather") target.loop_chunk = 8;
+    }
+    if (const char* lc = host.config("HTR_CUDA_LOOP_CHUNK"); lc != nullptr && *lc != '\0') {
+      const int n = std::atoi(lc);
+      target.loop_chunk = n == 2 || n == 4 || n == 8 ? static_cast<uint32_t>(n) : 0;
+    }
     // Row programs: f32 exp / division as __expf / __fdividef (CudaTarget::fast_math), on by
     // default since the session-10 H200 runs (rows-gpu GELU backward 2,196 -> 3,001 GB/s, gpt2
     // bf16 528,860 -> 534,851 tokens/s; htr-conform cuda 188 / 0 with it); HTR_CUDA_FAST_MATH=0

@@ -68,6 +68,11 @@ struct CudaTarget {
   // The cuda plugin reads HTR_CUDA_ROW_CHUNKS (a sweep knob: on the H200, 2 and 4 were slower
   // than 1 in rows-gpu and the gpt2 step, session 10).
   uint32_t row_chunks = 1;
+  // Row lowering, programs with loops (column sums, embedding gradients, multi-tensor loops): 0
+  // keeps a thread per element; 2, 4 or 8 a thread per chunk of that many elements (wider loads,
+  // fewer threads). The cuda plugin sets 8 for the loop kernels it measured faster that way
+  // (cuda_kernel.cc) and reads HTR_CUDA_LOOP_CHUNK (0 off, 2/4/8 for every loop program).
+  uint32_t loop_chunk = 0;
   // Row lowering: f32 exp and division as the hardware approximations (__expf: ex2.approx of
   // x*log2(e), 2 + 1.16|x| ulp; __fdividef: x * rcp.approx(y), 2 ulp for |y| < 2^126) instead of
   // the IEEE sequences. The cuda plugin reads HTR_CUDA_FAST_MATH.
@@ -156,10 +161,12 @@ const char* cuda_block_prelude();
  * render() except the grouping of float reductions. *max_len is the
  * block's demand: the longest tile for programs with a FOR loop, the
  * longest tile / (8 * chunks) (rounded up) for programs without (a thread
- * then holds `chunks` chunks of 8 elements). fast_math: CudaTarget::fast_math. row_threads_for: the block size for that demand:
+ * then holds `chunks` chunks of 8 elements); with `loop_chunk` (2, 4 or 8)
+ * programs with loops demand the longest tile / loop_chunk (a thread per
+ * chunk of that many elements, CudaTarget::loop_chunk). fast_math: CudaTarget::fast_math. row_threads_for: the block size for that demand:
  * the power of two >= max_len, >= 32, capped at `cap`. */
 bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::string* why,
-                    uint32_t chunks = 1);
+                    uint32_t chunks = 1, uint32_t loop_chunk = 0);
 Status render_cuda_rows(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
                         uint32_t threads, Rendered* out, bool fast_math = false);
 uint32_t row_threads_for(uint32_t max_len, uint32_t cap);

@@ -643,7 +643,7 @@ Status render_cuda(const Kernel& k, const Analysis& a, const std::vector<Special
   if (target.row_threads > 0) {
     uint32_t len = 0;
     std::string why;
-    if (rows_supported(k, a, &len, &why, target.row_chunks)) {
+    if (rows_supported(k, a, &len, &why, target.row_chunks, target.loop_chunk)) {
       const uint32_t t = row_threads_for(len, target.row_threads);
       Status s = render_cuda_rows(k, a, spec, t, out, target.fast_math);
       if (!s.ok()) return s;

@@ -748,7 +748,8 @@ class RowRenderer {
 
 }  // namespace
 
-bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::string* why, uint32_t chunks) {
+bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::string* why, uint32_t chunks,
+                    uint32_t loop_chunk) {
   uint32_t m = 1;
   for (const Type& t : a.value_types) {
     if (t.rank > 1) {
@@ -794,7 +795,8 @@ bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::
   // programs, and with a quarter of the threads they ran slower in the gpt2 step (cast+sum 53 ->
   // 67 us a call, layer_norm_grad 148 -> 199 us, session 8).
   const uint32_t per = 8 * (chunks == 2 || chunks == 4 ? chunks : 1);
-  *max_len = loops ? m : (m + per - 1) / per;
+  const uint32_t lc = loop_chunk == 2 || loop_chunk == 4 || loop_chunk == 8 ? loop_chunk : 1;
+  *max_len = loops ? (m + lc - 1) / lc : (m + per - 1) / per;
   return true;
 }
 
