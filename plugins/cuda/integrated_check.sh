@@ -95,7 +95,8 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
     cmp "$OUT/eager/loss.csv" "$OUT/cuda/loss.csv" "cuda graphs vs eager"
     ;;
   gpu)
-    timeout 90 "$D/bin/test_cuda_kernels" "[gpu]" 2>&1 | tail -2
+    timeout 90 "$D/bin/test_cuda_kernels" "[gpu]" > "$OUT/gpu-kernels.txt" 2>&1; tail -2 "$OUT/gpu-kernels.txt"
+    grep -B4 -A10 "FAILED" "$OUT/gpu-kernels.txt" | head -60
     [ -x "$D/bin/test_cuda_attention" ] && timeout 90 "$D/bin/test_cuda_attention" "[gpu]" 2>&1 | tail -2
     # again with head groups of 2 and 1 for its B3 H1 T130 shape (CudaTarget::attn_group_bytes_q / _k)
     [ -x "$D/bin/test_cuda_attention" ] && HTR_CUDA_ATTN_GROUP_Q_KB=128 HTR_CUDA_ATTN_GROUP_K_KB=128 timeout 90 "$D/bin/test_cuda_attention" "[gpu]" 2>&1 | tail -2
