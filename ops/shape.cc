@@ -106,6 +106,7 @@ htr_dtype_t DtypeFromName(const std::string& name) {
 bool IsFloat(htr_dtype_t d) {
   return d == HTR_DTYPE_F32 || d == HTR_DTYPE_F64 || d == HTR_DTYPE_F16 || d == HTR_DTYPE_BF16;
 }
+bool IsLowpFloat(htr_dtype_t d) { return d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
 bool IsInt(htr_dtype_t d) {
   return d == HTR_DTYPE_I32 || d == HTR_DTYPE_I64 || d == HTR_DTYPE_U8 || d == HTR_DTYPE_BOOL;
 }

@@ -35,6 +35,7 @@ size_t DtypeSize(htr_dtype_t dtype);
 const char* DtypeName(htr_dtype_t dtype);
 htr_dtype_t DtypeFromName(const std::string& name);
 bool IsFloat(htr_dtype_t dtype);  // f32, f64, f16, bf16
+bool IsLowpFloat(htr_dtype_t dtype);  // bf16, f16 (mixed precision's storage dtypes)
 bool IsInt(htr_dtype_t dtype);    // i32, i64, u8, bool
 
 }  // namespace htr::ops

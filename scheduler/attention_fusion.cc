@@ -249,7 +249,6 @@ const ops::OpDef* AttentionGradDef() {
 // matmul's f32 result in lowp into the pattern too). Casts read only by the removed steps go as
 // well, so no T x T value and none of its casts is left.
 
-bool Lowp(htr_dtype_t d) { return d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
 
 // ---------------------------------------------------------------- layout views
 // A strided view of a value's buffer: element idx of a tensor of shape `dims` at
@@ -488,7 +487,7 @@ class Matcher {
       const int pr = producer_[v];
       if (pr < 0 || !IsCast(static_cast<size_t>(pr))) return v;
       const ValueId u = At(pr).inputs[0];
-      if (Dtype(v) != HTR_DTYPE_F32 || !Lowp(Dtype(u))) return v;
+      if (Dtype(v) != HTR_DTYPE_F32 || !ops::IsLowpFloat(Dtype(u))) return v;
       v = u;
     }
     return v;
@@ -901,7 +900,7 @@ Status BuildBackward(const Match& m, uint32_t tile, FusedGroup* g) {
   const kernels::AttentionConfig cfg = ConfigOf(m, tile);
   const uint32_t BH = static_cast<uint32_t>(m.B * m.H);
   g->scratch_bytes = {static_cast<uint64_t>(m.B * m.H * m.T) * sizeof(float)};  // delta
-  if (Lowp(m.dtype)) {
+  if (ops::IsLowpFloat(m.dtype)) {
     // bf16/f16: the two-kernel form. The one-kernel form accumulates dQ through memory in the
     // input dtype (rounded once per key tile); this one keeps dQ in f32 registers, and its
     // (query tile, batch) and (key tile, batch) grids are what a GPU lowering wants.
@@ -1074,7 +1073,7 @@ Status FuseAttention(Program* p, const Fuser::Accept& accept, FusionStats* stats
     // bd == bn at the default tiles), then the default tiles, 32x32, 16x16.
     auto offer = [&](const char* name, bool backward, Step (*member)(const Match&), FusedGroup* g) {
       std::string whys;
-      const bool first_one_pass = backward && one_pass && Lowp(m.dtype) && OnePassApplies(m);
+      const bool first_one_pass = backward && one_pass && ops::IsLowpFloat(m.dtype) && OnePassApplies(m);
       for (int c = first_one_pass ? -1 : 0; c < 3; ++c) {
         const uint32_t tile = c <= 0 ? 0u : c == 1 ? 32u : 16u;
         FusedGroup cand;

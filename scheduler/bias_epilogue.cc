@@ -19,7 +19,6 @@ namespace htr::sched {
 
 namespace {
 
-bool Lowp(htr_dtype_t d) { return d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
 
 const char* CastName(htr_dtype_t d) {
   switch (d) {
@@ -77,7 +76,7 @@ class Finder {
     const Node& mm = g_.nodes()[static_cast<size_t>(producer)];
     if (mm.inputs.size() != 2 || mm.attrs.Has("out_dtype")) return false;
     const ValueInfo &mi = Info(mm.outputs[0]), &ai = Info(mm.inputs[0]), &bi = Info(mm.inputs[1]);
-    if (!Lowp(mi.dtype) || ai.shape.size() != 2 || bi.shape.size() != 2 || mi.shape.size() != 2) return false;
+    if (!ops::IsLowpFloat(mi.dtype) || ai.shape.size() != 2 || bi.shape.size() != 2 || mi.shape.size() != 2) return false;
     Chain ch;
     ch.matmul = producer;
     ch.widen = w;
@@ -116,7 +115,7 @@ class Finder {
       if (widen >= 0) {
         // lowp product widened for an f32 add: the sum narrowed back (a lowp result), or kept in
         // f32 (an f32 result, with f32_out).
-        if (!Lowp(mi.dtype) || Info(x).dtype != HTR_DTYPE_F32 || si.dtype != HTR_DTYPE_F32) continue;
+        if (!ops::IsLowpFloat(mi.dtype) || Info(x).dtype != HTR_DTYPE_F32 || si.dtype != HTR_DTYPE_F32) continue;
         const int narrow = SoleReader(s);
         ch.widen = widen;
         if (Is(narrow, "cast") && Info(g_.nodes()[static_cast<size_t>(narrow)].outputs[0]).dtype == mi.dtype) {
@@ -237,7 +236,7 @@ Status ApplyBiasEpilogue(const Graph& in, const BiasAccept& accept, Graph* out, 
         ins.push_back(b);
       }
       ops::Attrs attrs = mm.attrs;
-      const bool widens = f.Info(c.result).dtype == HTR_DTYPE_F32 && Lowp(f.Info(mm.inputs[0]).dtype);
+      const bool widens = f.Info(c.result).dtype == HTR_DTYPE_F32 && ops::IsLowpFloat(f.Info(mm.inputs[0]).dtype);
       if (widens) attrs.Str("out_dtype", "f32");
       std::vector<ValueId> o;
       HTR_OPS_RETURN_IF_ERROR(r.Add("matmul", ins, attrs, &o));

@@ -56,19 +56,16 @@ Status AppendColSumMiddle(ColSumPlan* plan, std::vector<FusedArg>* partials, boo
   return Status::Ok();
 }
 
-// A sweep knob from the environment (HTR_COLSUM_BLOCK: a power of two in [32, 1024];
-// HTR_COLSUM_PROGRAMS: 64..65536; HTR_COLSUM_UNROLL: 1..kColSumChunk), else `fallback`.
-int64_t EnvKnob(const char* name, int64_t fallback) {
+// A sweep knob from the environment: its value when in [lo, hi], else `fallback`.
+int64_t EnvKnob(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const std::optional<std::string> v = htr::rt::ReadEnv(name);
   if (!v) return fallback;
   const long long n = std::strtoll(v->c_str(), nullptr, 10);
-  if (std::string(name) == "HTR_COLSUM_BLOCK") return n >= 32 && n <= 1024 && (n & (n - 1)) == 0 ? n : fallback;
-  if (std::string(name) == "HTR_COLSUM_UNROLL") return n >= 1 && n <= kColSumChunk ? n : fallback;
-  return n >= 64 && n <= 65536 ? n : fallback;
+  return n >= lo && n <= hi ? n : fallback;
 }
 
 uint32_t StageUnroll() {
-  const int64_t u = EnvKnob("HTR_COLSUM_UNROLL", 0);  // rows in flight per lane (the order is kept)
+  const int64_t u = EnvKnob("HTR_COLSUM_UNROLL", 0, 1, kColSumChunk);  // rows in flight per lane (the order is kept)
   if (u > 0) return static_cast<uint32_t>(u);
   return ColSumVersion() >= 2 ? K::kColSumUnrollWide : K::kColSumUnroll;
 }
@@ -84,9 +81,12 @@ ColSumPlan PlanColSum(int64_t rows, int64_t cols) {
   ColSumPlan p;
   p.rows = rows;
   p.cols = cols;
-  p.block = std::min<uint32_t>(Pow2AtLeast(std::max<int64_t>(cols, 1)), EnvKnob("HTR_COLSUM_BLOCK", K::kColSumMaxBlock));
+  // Sweep knobs: HTR_COLSUM_BLOCK (a power of two in [32, 1024]), HTR_COLSUM_PROGRAMS.
+  const int64_t kb = EnvKnob("HTR_COLSUM_BLOCK", K::kColSumMaxBlock, 32, 1024);
+  const uint32_t max_block = static_cast<uint32_t>((kb & (kb - 1)) == 0 ? kb : K::kColSumMaxBlock);
+  p.block = std::min<uint32_t>(Pow2AtLeast(std::max<int64_t>(cols, 1)), max_block);
   p.col_programs = static_cast<uint32_t>((cols + p.block - 1) / p.block);
-  const int64_t target = EnvKnob("HTR_COLSUM_PROGRAMS", kColSumTargetPrograms);
+  const int64_t target = EnvKnob("HTR_COLSUM_PROGRAMS", kColSumTargetPrograms, 64, 65536);
   const int64_t want_slices = std::max<int64_t>(1, target / std::max<uint32_t>(p.col_programs, 1));
   const int64_t per = (rows + want_slices - 1) / want_slices;
   p.rows_per_slice = std::min<int64_t>(std::max<int64_t>(Pow2AtLeast(per), kColSumChunk), K::kColSumMaxSliceRows);

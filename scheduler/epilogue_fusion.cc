@@ -162,7 +162,7 @@ bool MatchResidual(const Program& p, const StepUses& u, size_t b, Match* out) {
     if (u.readers[m.spec.out] == 1 && !u.external[m.spec.out] && cn > static_cast<int>(b)) {
       const Step& c = p.steps[static_cast<size_t>(cn)];
       if (c.fused < 0 && !c.alias && c.def != nullptr && IsFloatCastStep(p, c) &&
-          LowpFloat(p.values[c.outputs[0]].info.dtype)) {
+          ops::IsLowpFloat(p.values[c.outputs[0]].info.dtype)) {
         m.spec.out = c.outputs[0];
         m.members.push_back(static_cast<size_t>(cn));
       }

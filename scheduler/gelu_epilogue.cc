@@ -19,7 +19,6 @@ namespace htr::sched {
 
 namespace {
 
-bool Lowp(htr_dtype_t d) { return d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
 
 
 struct Forward {
@@ -83,7 +82,7 @@ class Finder {
     const htr_dtype_t md = Info(x).dtype;
     const ValueId gv = g.outputs[0];
     if (c.widen >= 0) {
-      if (!Lowp(md) || Info(N(c.widen).outputs[0]).dtype != HTR_DTYPE_F32) return false;
+      if (!ops::IsLowpFloat(md) || Info(N(c.widen).outputs[0]).dtype != HTR_DTYPE_F32) return false;
       // The narrowing store y = cast(g, m's dtype) among g's readers; others read cast(y, f32).
       for (int r : Readers(gv)) {
         if (c.narrow < 0 && Is(r, "cast") && Info(N(r).outputs[0]).dtype == md) c.narrow = r;
@@ -128,7 +127,7 @@ class Finder {
     }
     const ValueInfo& pi = Info(pre);
     if (pi.dtype != di.dtype || pi.shape != di.shape) return false;
-    if (c.widen >= 0 && (!Lowp(di.dtype) || Info(e).dtype != HTR_DTYPE_F32)) return false;
+    if (c.widen >= 0 && (!ops::IsLowpFloat(di.dtype) || Info(e).dtype != HTR_DTYPE_F32)) return false;
     c.pre = pre;
     c.u = u.outputs[0];
     if (c.widen >= 0) {

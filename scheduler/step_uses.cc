@@ -5,8 +5,6 @@
 
 namespace htr::sched {
 
-bool LowpFloat(htr_dtype_t d) { return d == HTR_DTYPE_BF16 || d == HTR_DTYPE_F16; }
-
 StepUses::StepUses(const Program& p)
     : readers(p.values.size(), 0),
       reader(p.values.size(), -1),
@@ -29,7 +27,7 @@ bool StepUses::SoleCastFor(const Program& p, int c, ValueId out, bool widening) 
   const Step& s = p.steps[static_cast<size_t>(c)];
   if (s.fused >= 0 || s.alias || s.def == nullptr || !IsFloatCastStep(p, s) || s.outputs[0] != out) return false;
   const htr_dtype_t from = p.values[s.inputs[0]].info.dtype, to = p.values[out].info.dtype;
-  return widening ? LowpFloat(from) && to == HTR_DTYPE_F32 : from == HTR_DTYPE_F32 && LowpFloat(to);
+  return widening ? ops::IsLowpFloat(from) && to == HTR_DTYPE_F32 : from == HTR_DTYPE_F32 && ops::IsLowpFloat(to);
 }
 
 }  // namespace htr::sched

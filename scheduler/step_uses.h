@@ -25,8 +25,6 @@ struct StepUses {
   bool WideningCastFor(const Program& p, int c, ValueId out) const { return SoleCastFor(p, c, out, true); }
 };
 
-bool LowpFloat(htr_dtype_t d);  // bf16 or f16
-
 }  // namespace htr::sched
 
 #endif  // HTR_SCHEDULER_STEP_USES_H_

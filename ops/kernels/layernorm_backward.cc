@@ -45,6 +45,25 @@ Value Epilogue(Builder& b, const LayerNormBackwardTypes& t, Value dx, const std:
   return b.cast(dx, t.out);
 }
 
+// One whole row's gradient from its f32 x tile (0 on masked lanes; `m` the valid lanes): the
+// statistics recomputed as the forward computes them, xhat, and
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight from `g_of` (emitted
+// after the statistics, where the callers load dy and the weight or multiply them).
+struct RowGrad {
+  Value mean, rstd, xh, dx;
+};
+RowGrad WholeRowGrad(Builder& b, Value x, const std::function<Value()>& g_of, Value m, Value zero, Value n, Value eps) {
+  RowGrad r;
+  r.mean = b.sum(zero + x, 0) / n;
+  Value d = b.where(m, x - r.mean, 0.0);
+  r.rstd = rsqrt(b.sum(zero + d * d, 0) / n + eps);
+  Value g = g_of();
+  r.xh = (x - r.mean) * r.rstd;
+  Value mg = b.sum(zero + g, 0) / n, mgx = b.sum(zero + g * r.xh, 0) / n;
+  r.dx = r.rstd * (g - mg - r.xh * mgx);
+  return r;
+}
+
 // The dtypes: see LayerNormBackwardTypes (kernels.h).
 Status BuildWholeRow(const LayerNormBackwardTypes& t, uint32_t block, std::vector<uint8_t>* ir) {
   Builder b(t.residual ? "layernorm_backward_residual_row" : "layernorm_backward_row");
@@ -58,17 +77,11 @@ Status BuildWholeRow(const LayerNormBackwardTypes& t, uint32_t block, std::vecto
   Value at = row * cols + c;
   auto ld = [&](Value P) { return b.cast(b.load(P + at, m), HTR_DTYPE_F32); };  // 0 on masked lanes
   Value n = b.cast(cols, HTR_DTYPE_F32);
-  Value x = ld(X);
-  Value mean = b.sum(zero + x, 0) / n;
-  Value d = b.where(m, x - mean, 0.0);
-  Value rstd = rsqrt(b.sum(zero + d * d, 0) / n + eps);
-  Value g = ld(DY) * b.cast(b.load(W + c, m), HTR_DTYPE_F32);
-  Value xh = (x - mean) * rstd;
-  Value mg = b.sum(zero + g, 0) / n, mgx = b.sum(zero + g * xh, 0) / n;
-  Value dx = rstd * (g - mg - xh * mgx);
-  b.store(DX + at, Epilogue(b, t, dx, [&] { return ld(R); }), m);
-  b.store(Mean + row, mean);
-  b.store(Rstd + row, rstd);
+  const RowGrad r = WholeRowGrad(
+      b, ld(X), [&] { return ld(DY) * b.cast(b.load(W + c, m), HTR_DTYPE_F32); }, m, zero, n, eps);
+  b.store(DX + at, Epilogue(b, t, r.dx, [&] { return ld(R); }), m);
+  b.store(Mean + row, r.mean);
+  b.store(Rstd + row, r.rstd);
   return b.serialize(ir);
 }
 
@@ -155,16 +168,10 @@ Status BuildRows(const LayerNormBackwardTypes& t, uint32_t block, uint32_t R, st
   for (uint32_t i = 0; i < R; ++i) {
     RowIn next;
     if (i + 1 < R) next = fetch(i + 1);
-    Value mean = b.sum(zero + cur.x, 0) / n;
-    Value d = b.where(m, cur.x - mean, 0.0);
-    Value rstd = rsqrt(b.sum(zero + d * d, 0) / n + eps);
-    Value g = cur.dy * w;
-    Value xh = (cur.x - mean) * rstd;
-    Value mg = b.sum(zero + g, 0) / n, mgx = b.sum(zero + g * xh, 0) / n;
-    Value dx = rstd * (g - mg - xh * mgx);
+    const RowGrad rg = WholeRowGrad(b, cur.x, [&] { return cur.dy * w; }, m, zero, n, eps);
     const Value r = cur.r;
-    b.store(DX + cur.at, Epilogue(b, t, dx, [&] { return r; }), cur.mr);
-    accw = accw + cur.dy * xh;  // masked rows: dy = 0
+    b.store(DX + cur.at, Epilogue(b, t, rg.dx, [&] { return r; }), cur.mr);
+    accw = accw + cur.dy * rg.xh;  // masked rows: dy = 0
     accb = accb + cur.dy;
     cur = next;
   }
@@ -172,10 +179,6 @@ Status BuildRows(const LayerNormBackwardTypes& t, uint32_t block, uint32_t R, st
   b.store(DBP + (pid * cols + c), accb, m);
   return b.serialize(ir);
 }
-
-}  // namespace
-
-namespace {
 
 LayerNormBackwardTypes AllIn(htr_dtype_t dt, bool residual) {
   LayerNormBackwardTypes t;

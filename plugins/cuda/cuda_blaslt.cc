@@ -5,6 +5,7 @@
 
 #include "cuda_device.h"
 #include "cuda_memory.h"
+#include "cuda_nvrtc.h"
 #include "cuda_pool.h"
 #include "cuda_stream.h"
 #include "htr_sdk_args.h"
@@ -446,15 +447,6 @@ htr_status_t get_plan(htr_plugin_device_t* dev, BlasState* bs, const Problem& p,
 }  // namespace
 
 
-// Where the tuning decisions live: $HTR_CACHE_DIR/cuda/cublaslt-tune (else ~/.cache/htr/...).
-std::string tune_dir(const htr_sdk::Host& host) {
-  const char* cache = host.config("HTR_CACHE_DIR");
-  const char* home = host.config("HOME");
-  if (cache != nullptr && *cache != '\0') return std::string(cache) + "/cuda/cublaslt-tune";
-  if (home != nullptr && *home != '\0') return std::string(home) + "/.cache/htr/cuda/cublaslt-tune";
-  return std::string();
-}
-
 // Whether C's bytes [addr[2], addr[2] + span[2]) overlap an input's (A, B, bias, a dgelu's pre):
 // timing candidates would then change an input.
 bool c_overlaps_inputs(const uint64_t addr[5], const uint64_t span[5], const Problem& p) {
@@ -483,20 +475,20 @@ void tune_plan(htr_plugin_device_t* dev, htr_plugin_stream_t* stream, const Prob
     plan->tuned.store(true, std::memory_order_release);
     return;
   }
-  const std::string dir = tune_dir(host);
+  const std::string dir = cache_dir_of(host) + "/cublaslt-tune";
   char name[256] = "";
   dev->drv().cuDeviceGetName(name, sizeof name - 1, dev->cu_device);
   const std::string key = "cublaslt-v1|" + std::string(name) + "|" +
                           std::to_string(dev->ctx->blas.api.cublasLtGetVersion()) + "|" + plan->key + "|" +
                           std::to_string(plan->candidates.size());
-  const std::string path = dir.empty() ? std::string() : dir + "/" + htr_sdk::decision_hash(key);
+  const std::string path = dir + "/" + htr_sdk::decision_hash(key);
   std::string line;
   auto parse = [&](const std::string& l) -> long {
     char* end = nullptr;
     const long v = std::strtol(l.c_str(), &end, 10);
     return end != l.c_str() && v >= 0 && v < static_cast<long>(plan->candidates.size()) ? v : -1;
   };
-  long pick = !path.empty() && htr_sdk::decision_read(path, &line) ? parse(line) : -1;
+  long pick = htr_sdk::decision_read(path, &line) ? parse(line) : -1;
   if (pick < 0) {
     const Driver& d = dev->drv();
     CUevent ev[2] = {nullptr, nullptr};
@@ -517,7 +509,7 @@ void tune_plan(htr_plugin_device_t* dev, htr_plugin_stream_t* stream, const Prob
     }
     for (CUevent e : ev)
       if (e != nullptr) d.cuEventDestroy_v2(e);
-    if (pick >= 0 && !path.empty()) {
+    if (pick >= 0) {
       const long stored = parse(htr_sdk::decision_settle(dir, path, std::to_string(pick)));
       if (stored >= 0) pick = stored;
     }

@@ -23,8 +23,9 @@
  *     per shape/dtype/layout/alignment key in the device's BlasState. A
  *     plan's first launch outside stream capture (beta 0, C overlapping no
  *     input) times each candidate (one untimed and 5 timed calls) and keeps
- *     the fastest; the choice is stored with htr_sdk_decision.h under
- *     $HTR_CACHE_DIR/cuda/cublaslt-tune (else ~/.cache/htr/...), keyed by the
+ *     the fastest; the choice is stored with htr_sdk_decision.h in
+ *     cublaslt-tune/ of the plugin's cache directory (cuda_nvrtc.h
+ *     cache_dir_of: $HTR_CACHE_DIR/cuda, ...), keyed by the
  *     GPU name, the cuBLASLt version and the plan key, and every later
  *     process reads it, so runs on one machine use the same algorithm and
  *     reproduce bit for bit. (H200 gpt2 bf16 step: the matmuls 9.75 -> 9.45

@@ -44,6 +44,14 @@ bool read_file(const std::string& path, std::vector<char>* out) {
 
 }  // namespace
 
+std::string cache_dir_of(const htr_sdk::Host& host) {
+  const char* cache = host.config("HTR_CACHE_DIR");
+  const char* home = host.config("HOME");
+  if (cache != nullptr && *cache != '\0') return std::string(cache) + "/cuda";
+  if (home != nullptr && *home != '\0') return std::string(home) + "/.cache/htr/cuda";
+  return "/tmp/htr-cache-" + std::to_string(::getuid()) + "/cuda";
+}
+
 void Nvrtc::load(const htr_sdk::Host& host) {
   std::string err;
   const char* name = host.config("HTR_CUDA_NVRTC");
@@ -60,15 +68,7 @@ void Nvrtc::load(const htr_sdk::Host& host) {
     return;
   }
   api.nvrtcVersion(&major, &minor);
-  const char* cache = host.config("HTR_CACHE_DIR");
-  const char* home = host.config("HOME");
-  if (cache != nullptr && *cache != '\0') {
-    cache_dir = std::string(cache) + "/cuda";
-  } else if (home != nullptr && *home != '\0') {
-    cache_dir = std::string(home) + "/.cache/htr/cuda";
-  } else {
-    cache_dir = "/tmp/htr-cache-" + std::to_string(::getuid()) + "/cuda";
-  }
+  cache_dir = cache_dir_of(host);
   ok = true;
 }
 

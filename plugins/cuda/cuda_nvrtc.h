@@ -40,6 +40,10 @@ struct NvrtcApi {
   int (*nvrtcGetCUBIN)(void* prog, char* cubin);
 };
 
+// The plugin's on-disk cache directory: $HTR_CACHE_DIR/cuda, else ~/.cache/htr/cuda, else
+// /tmp/htr-cache-<uid>/cuda (cubins here, cuBLASLt tuning decisions in its cublaslt-tune/).
+std::string cache_dir_of(const htr_sdk::Host& host);
+
 struct Nvrtc {
   std::once_flag once;
   htr_sdk::DynLib lib;

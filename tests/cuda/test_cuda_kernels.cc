@@ -9,6 +9,7 @@
 
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -420,7 +421,7 @@ TEST_CASE("cuBLASLt matmul algorithms are timed once and the choice is reused", 
   const char* home = std::getenv("HOME");
   const std::string dir = cache != nullptr && *cache ? std::string(cache)
                           : home != nullptr && *home ? std::string(home) + "/.cache/htr"
-                                                     : std::string();
+                                                     : "/tmp/htr-cache-" + std::to_string(getuid());
   const int64_t M = 256, K = 512, N = 384;
   std::vector<uint16_t> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N));
   std::vector<double> fa(a.size()), fb(b.size());
@@ -475,7 +476,7 @@ TEST_CASE("cuBLASLt matmul algorithms are timed once and the choice is reused", 
     closedir(d);
   }
   INFO(tune);
-  if (!dir.empty()) CHECK(files >= 1);
+  CHECK(files >= 1);
 }
 
 }  // namespace
