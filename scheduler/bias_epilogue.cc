@@ -12,6 +12,7 @@
 
 #include "ops/registry.h"
 #include "graph_uses.h"
+#include "matmul_probe.h"
 #include "precision.h"  // GraphReplay
 #include "runtime/config.h"
 
@@ -265,37 +266,15 @@ BiasAccept ProbeBiasMatmul(htr_device_t* device) {
     std::lock_guard<std::mutex> lock(cache->mu);
     auto it = cache->answers.find(key);
     if (it == cache->answers.end()) {
-      const int64_t mat[2] = {2, 2}, vec[1] = {2};
-      htr_tensor_t* t[4] = {nullptr, nullptr, nullptr, nullptr};
-      const htr_dtype_t dt[4] = {q.in, q.in, q.bias, q.out};
+      MatmulProbe p;
+      p.in = q.in;
+      p.out = q.out;
+      p.has_bias = q.has_bias;
+      p.bias = q.bias;
+      p.trans_a = q.trans_a;
+      p.trans_b = q.trans_b;
       std::string answer;
-      bool ok = true;
-      for (int i = 0; i < 4 && ok; ++i) {
-        if (htr_status_t s = htr_tensor_create(device, dt[i], i == 2 ? 1 : 2, i == 2 ? vec : mat, &t[i])) {
-          answer = std::string("probe tensor: ") + htr_status_message(s);
-          htr_status_free(s);
-          ok = false;
-        }
-      }
-      if (ok) {
-        htr_attr_t attrs[2] = {};
-        attrs[0].name = "trans_a";
-        attrs[1].name = "trans_b";
-        attrs[0].kind = attrs[1].kind = HTR_ATTR_INT;
-        attrs[0].i = q.trans_a ? 1 : 0;
-        attrs[1].i = q.trans_b ? 1 : 0;
-        int32_t score = 0;
-        htr_tensor_t* out_t = t[3];
-        if (htr_status_t s = htr_op_query(device, "matmul", t, q.has_bias ? 3 : 2, &out_t, 1, attrs, 2, &score)) {
-          answer = htr_status_message(s);
-          htr_status_free(s);
-          ok = false;
-        } else if (score <= 0) {
-          answer = "library score 0";
-          ok = false;
-        }
-      }
-      for (auto* x : t) htr_tensor_release(x);
+      const bool ok = QueryLibraryMatmul(device, p, &answer) > 0;
       it = cache->answers.emplace(key, std::make_pair(ok, answer)).first;
     }
     if (!it->second.first && why) *why = it->second.second;
