@@ -21,6 +21,7 @@
 #include "api_util.h"
 #include "bias_epilogue.h"  // matmul bias folded into the library op (issue 9)
 #include "gelu_epilogue.h"  // gelu and its gradient folded into the library matmuls (issue 9)
+#include "colsum_matmul.h"  // bias gradients as library matmuls with a row of ones (issue 9)
 #include "cast_multi.h"  // a step's weight casts as few launches (issue 9)
 #include "device_exec.h"
 #include "fused_exec.h"
@@ -183,6 +184,18 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
         if (htr_status_t st = CreateTensor(e->device, p.values[v].info, &t)) return st;
         temps.push_back(t);
         ls.in.push_back(nullptr);
+        query_in.push_back(t);
+      } else if (slot.kind == SlotKind::kConstant) {
+        // A constant operand (colsum_matmul.h's row of ones): a device tensor of its own, filled
+        // once here and owned by the step like the views.
+        if (htr_status_t st = CreateTensor(e->device, p.values[v].info, &t)) return st;
+        if (slot.bytes > 0) {
+          if (htr_status_t st = htr_tensor_copy_from_host(t, p.values[v].data.data(), slot.bytes, nullptr)) {
+            htr_tensor_release(t);
+            return st;
+          }
+        }
+        ls.in.push_back(t);
         query_in.push_back(t);
       } else {
         usable = false;
@@ -584,6 +597,23 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
                      "gradients widened for other readers)",
                      gst.forward, gst.backward, gst.widened);
       src = &gelu_folded;
+    }
+  }
+  // Column sums of lowp values (the bias gradients) as library matmuls with a row of ones
+  // (colsum_matmul.h): device mode on a device that is not host-accessible, where the plugin
+  // scores its matmul at least 100; HTR_COLSUM_MATMUL=force wherever it takes the matmul.
+  htr::sched::Graph colsums_folded;
+  const int colsum_mode = htr::sched::ColSumMatmulModeFromEnv();
+  if (e->device_mode && opt.disable_library_ops == 0 && !xs.generated_only &&
+      (props.capabilities & HTR_CAP_LIBRARY_OPS) && (colsum_mode == 2 || (colsum_mode == 1 && !host_cap))) {
+    htr::sched::ColSumMatmulStats cst;
+    if (htr_status_t st = ToC(htr::sched::ApplyColSumMatmul(
+            *src, htr::sched::ProbeColSumMatmul(device, colsum_mode == 2 ? 1 : 100), &colsums_folded, &cst)))
+      return st;
+    for (const std::string& why : cst.refusals) HTR_LOG_DEBUG_("executable: column sum as matmul refused: {}", why);
+    if (cst.folded > 0) {
+      HTR_LOG_DEBUG_("executable: {} column sums as library matmuls", cst.folded);
+      src = &colsums_folded;
     }
   }
   // The weight and bias casts as cast_multi groups (cast_multi.h): device mode, where each is a launch.

@@ -86,6 +86,27 @@ inline htr_value_t ApiOp(htr_graph_t* g, const char* op, std::vector<htr_value_t
   return out[0];
 }
 
+// Output `name` of the last run as f32 values (the output must be f32).
+inline std::vector<float> ReadOutF32(htr_executable_t* e, const char* name) {
+  htr_tensor_t* out = nullptr;
+  API_REQUIRE(htr_executable_output(e, name, &out));
+  std::vector<float> v(static_cast<size_t>(htr_tensor_numel(out)));
+  API_REQUIRE(htr_tensor_copy_to_host(out, v.data(), v.size() * 4, nullptr));
+  htr_tensor_release(out);
+  return v;
+}
+
+// An executable of `g` on `dev` in execution mode `mode` ("host", "device", ...).
+inline htr_executable_t* CreateExecutable(htr_graph_t* g, htr_device_t* dev, const char* mode) {
+  htr_executable_options_t opt;
+  std::memset(&opt, 0, sizeof(opt));
+  opt.struct_size = sizeof(opt);
+  opt.execution = mode;
+  htr_executable_t* e = nullptr;
+  API_REQUIRE(htr_executable_create(g, dev, &opt, &e));
+  return e;
+}
+
 }  // namespace gapi
 
 #endif  // HTR_TESTS_GRAPH_API_TEST_UTIL_H_

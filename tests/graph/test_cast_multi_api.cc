@@ -23,15 +23,6 @@ struct Run {
   int cast_multi = 0, casts = 0;
 };
 
-std::vector<float> ReadOut(htr_executable_t* e, const char* name) {
-  htr_tensor_t* out = nullptr;
-  API_REQUIRE(htr_executable_output(e, name, &out));
-  std::vector<float> v(static_cast<size_t>(htr_tensor_numel(out)));
-  API_REQUIRE(htr_tensor_copy_to_host(out, v.data(), v.size() * 4, nullptr));
-  htr_tensor_release(out);
-  return v;
-}
-
 // y = ((x w0) w1) w2 with bf16 weights (the casts of the f32 states), z = x + cast(w3) (an elementwise
 // reader: that cast is not grouped).
 Run RunChain(CpuRuntime& env, bool group) {
@@ -52,12 +43,7 @@ Run RunChain(CpuRuntime& env, bool group) {
   for (int i = 0; i < 3; ++i) h = ApiOp(g, "matmul", {h, bf(w[i])});
   API_REQUIRE(htr_graph_output(g, "y", ApiOp(g, "cast", {h}, {AStr("dtype", "f32")})));
   API_REQUIRE(htr_graph_output(g, "z", ApiOp(g, "cast", {ApiOp(g, "add", {bf(x), bf(w[3])})}, {AStr("dtype", "f32")})));
-  htr_executable_options_t opt;
-  std::memset(&opt, 0, sizeof(opt));
-  opt.struct_size = sizeof(opt);
-  opt.execution = "device";
-  htr_executable_t* e = nullptr;
-  API_REQUIRE(htr_executable_create(g, env.dev, &opt, &e));
+  htr_executable_t* e = CreateExecutable(g, env.dev, "device");
   htr_graph_destroy(g);
   unsetenv("HTR_CAST_MULTI");
   std::mt19937 rng(3);
@@ -78,8 +64,8 @@ Run RunChain(CpuRuntime& env, bool group) {
   htr_tensor_release(xt);
   API_REQUIRE(htr_executable_run(e, nullptr));
   Run r;
-  r.y = ReadOut(e, "y");
-  r.z = ReadOut(e, "z");
+  r.y = ReadOutF32(e, "y");
+  r.z = ReadOutF32(e, "z");
   for (uint32_t i = 0; i < htr_executable_op_count(e); ++i) {
     htr_executable_op_info_t info;
     std::memset(&info, 0, sizeof(info));
@@ -130,12 +116,7 @@ TEST_CASE("cast_multi: the graph op against plain casts, reference and generated
       API_REQUIRE(htr_graph_output(g, ("r" + std::to_string(i)).c_str(),
                                    ApiOp(g, "cast", {ApiOp(g, "cast", {xs[i]}, {AStr("dtype", "bf16")})}, {AStr("dtype", "f32")})));
     }
-    htr_executable_options_t opt;
-    std::memset(&opt, 0, sizeof(opt));
-    opt.struct_size = sizeof(opt);
-    opt.execution = mode;
-    htr_executable_t* e = nullptr;
-    API_REQUIRE(htr_executable_create(g, env.dev, &opt, &e));
+    htr_executable_t* e = CreateExecutable(g, env.dev, mode);
     htr_graph_destroy(g);
     std::mt19937 rng(9);
     std::uniform_real_distribution<float> u(-3.0f, 3.0f);
@@ -151,7 +132,7 @@ TEST_CASE("cast_multi: the graph op against plain casts, reference and generated
     API_REQUIRE(htr_executable_run(e, nullptr));
     for (size_t i = 0; i < 4; ++i) {
       INFO("tensor " << i);
-      const std::vector<float> y = ReadOut(e, ("y" + std::to_string(i)).c_str()), r = ReadOut(e, ("r" + std::to_string(i)).c_str());
+      const std::vector<float> y = ReadOutF32(e, ("y" + std::to_string(i)).c_str()), r = ReadOutF32(e, ("r" + std::to_string(i)).c_str());
       REQUIRE(y.size() == r.size());
       CHECK(std::memcmp(y.data(), r.data(), y.size() * 4) == 0);
     }
