@@ -27,9 +27,21 @@ std::string MakeTensor(htr_stream_t* stream, htr_dtype_t dtype, std::vector<int6
   return s ? "creating an input tensor: " + Take(s) : "";
 }
 
-std::string Upload(htr_tensor_t* t, const void* data, uint64_t bytes) {
-  htr_status_t s = htr_tensor_copy_from_host(t, data, bytes, nullptr);
+// `stream` NULL: returns once copied; else enqueued there, `data` must live until the stream has
+// passed it (the trainer's step buffers are members for that reason).
+std::string Upload(htr_tensor_t* t, const void* data, uint64_t bytes, htr_stream_t* stream = nullptr) {
+  htr_status_t s = htr_tensor_copy_from_host(t, data, bytes, stream);
   return s ? "uploading inputs: " + Take(s) : "";
+}
+
+// Enqueues the copy of rank-0 output `name` into *out on `stream` (read after a synchronize).
+std::string EnqueueReadScalar(htr_executable_t* e, const char* name, htr_stream_t* stream, float* out) {
+  htr_tensor_t* t = nullptr;
+  htr_status_t s = htr_executable_output(e, name, &t);
+  if (s) return std::string("output ") + name + ": " + Take(s);
+  s = htr_tensor_copy_to_host(t, out, sizeof(*out), stream);
+  htr_tensor_release(t);
+  return s ? std::string("output ") + name + ": " + Take(s) : "";
 }
 
 std::string ReadScalar(htr_executable_t* e, const char* name, double* out) {
@@ -194,27 +206,43 @@ std::string Trainer::Save(const std::string& path, bool moments,
 }
 
 std::string Trainer::Step(int64_t step, double lr, BatchSampler* sampler, StepResult* out) {
-  const float lr_f = static_cast<float>(lr), step_f = static_cast<float>(step + 1);
-  std::string err = Upload(lr_, &lr_f, sizeof(lr_f));
-  if (err.empty()) err = Upload(step_, &step_f, sizeof(step_f));
-  Batch batch;
-  double loss_sum = 0;
-  for (int64_t k = 0; err.empty() && k < c_.grad_accum; ++k) {
-    sampler->Fill(step, c_.batch * c_.grad_accum, k * c_.batch, c_.batch, &batch);
+  // Every host-to-device copy and the two scalar reads are enqueued on the run stream: the run
+  // itself waits for the uploads (htr_executable_run synchronizes its stream first), and one
+  // synchronize covers both reads, so a step costs the host three waits instead of one per copy.
+  // The host buffers are members: they must outlive the enqueued copies.
+  htr_stream_t* const s = stream_.get();
+  step_host_.lr = static_cast<float>(lr);
+  step_host_.step = static_cast<float>(step + 1);
+  std::string err = Upload(lr_, &step_host_.lr, sizeof(float), s);
+  if (err.empty()) err = Upload(step_, &step_host_.step, sizeof(float), s);
+  const size_t accum = static_cast<size_t>(c_.grad_accum);
+  if (step_host_.batches.size() != accum) step_host_.batches.resize(accum);
+  step_host_.apply.assign(accum, 0.0f);
+  step_host_.loss.assign(accum, 0.0f);
+  for (size_t k = 0; err.empty() && k < accum; ++k) {
+    Batch& batch = step_host_.batches[k];
+    sampler->Fill(step, c_.batch * c_.grad_accum, static_cast<int64_t>(k) * c_.batch, c_.batch, &batch);
     const uint64_t bytes = batch.inputs.size() * sizeof(int32_t);
-    err = Upload(ids_, batch.inputs.data(), bytes);
-    if (err.empty()) err = Upload(targets_, batch.targets.data(), bytes);
+    err = Upload(ids_, batch.inputs.data(), bytes, s);
+    if (err.empty()) err = Upload(targets_, batch.targets.data(), bytes, s);
     if (err.empty() && apply_) {
-      const float a = k + 1 == c_.grad_accum ? 1.0f : 0.0f;
-      err = Upload(apply_, &a, sizeof(a));
+      step_host_.apply[k] = k + 1 == accum ? 1.0f : 0.0f;
+      err = Upload(apply_, &step_host_.apply[k], sizeof(float), s);
     }
     if (err.empty()) err = scaler_.Upload();
-    if (err.empty()) err = Run(train_.get(), stream_.get(), "training step");
-    double loss = 0;
-    if (err.empty()) err = ReadScalar(train_.get(), "loss", &loss);
-    loss_sum += loss;
+    if (err.empty()) err = Run(train_.get(), s, "training step");
+    if (err.empty()) err = EnqueueReadScalar(train_.get(), "loss", s, &step_host_.loss[k]);
   }
-  if (err.empty()) err = ReadScalar(train_.get(), "grad_norm", &out->grad_norm);
+  if (err.empty()) err = EnqueueReadScalar(train_.get(), "grad_norm", s, &step_host_.grad_norm);
+  // Wait for the reads even after an error: the enqueued copies write into step_host_.
+  htr_status_t st = htr_stream_synchronize(s);
+  if (st) {
+    const std::string m = "waiting for the step: " + Take(st);
+    if (err.empty()) err = m;
+  }
+  double loss_sum = 0;
+  for (float l : step_host_.loss) loss_sum += l;
+  out->grad_norm = step_host_.grad_norm;
   // fp16: overflowed gradients skip the update (memory.h).
   if (err.empty()) err = scaler_.Update(train_.get(), step, &out->skipped);
   if (!err.empty()) return "step " + std::to_string(step) + ": " + err;

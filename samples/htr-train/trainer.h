@@ -94,6 +94,12 @@ class Trainer {
   htr_tensor_t* step_ = nullptr;
   htr_tensor_t* apply_ = nullptr;
   htr_tensor_t* sample_ids_ = nullptr;
+  // Host memory of one step's enqueued copies (Step): alive until the step's synchronize.
+  struct StepHost {
+    float lr = 0, step = 0, grad_norm = 0;
+    std::vector<Batch> batches;  // one per micro-batch
+    std::vector<float> apply, loss;
+  } step_host_;
   LossScaler scaler_;  // fp16 dynamic loss scaling (memory.h)
   RunStream stream_;   // executables run on it; input tensors live on it (memory.h)
 };
