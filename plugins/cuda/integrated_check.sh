@@ -27,7 +27,7 @@
 #   peerprof   the PyTorch peer of `train` (torch.compile, bf16) for 3 warm-up steps and one step
 #              under torch.profiler: its top $PEERPROF_ROWS (45) kernels by self device time
 #   curve      tools/compare_loss_curve.py on $CURVE_DEVICE (cuda:0; cpu:0 runs both sides on the
-#              host's cores) with $CURVE_ARGS
+#              host's cores) with $CURVE_ARGS (its work files in /tmp/htr-curve, curve.json in OUT)
 #   profile    htr-train --preset gpt2 bf16 B16 T1024, $PROFILE_STEPS (4) steps with --profile; the
 #              trace is gzipped into OUT and its last step summarised by htr-prof (--step last)
 #   profiles   the profile section's run ($PROFILE_STEPS, default 3 here) once per setting in
@@ -35,7 +35,8 @@
 #              $PROFILE_GREP (default: layer_norm_grad, cast+sum, op time) and the last step's tokens/s
 #   ablate     htr-train --preset gpt2 bf16 B16 T1024, $ABLATE_STEPS (8) steps once per setting in
 #              $ABLATE_ENVS (default: the tree's defaults, HTR_MATMUL_F32_OUT=0,
-#              HTR_SHARE_WEIGHT_CASTS=1; as ROWS_ENVS): the plan line and the last step's tokens/s
+#              HTR_SHARE_WEIGHT_CASTS=1; as ROWS_ENVS): the plan line, the last step's tokens/s and
+#              the median of steps 4..$ABLATE_STEPS
 # Lead's runs: plugins/cuda/README.md and plugins/vulkan/README.md.
 set +e +o pipefail
 case "${1:-}" in
@@ -156,7 +157,7 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
   curve)
     cdev=${CURVE_DEVICE:-cuda:0}
     timeout ${CURVE_TIMEOUT:-120} "$PY" "$D/compare_loss_curve.py" --htr-train "$D/bin/htr-train" --device "$cdev" \
-      --torch-device "${cdev%%:*}" --data "$D/data.txt" --workdir "$OUT/curve" --json "$OUT/curve.json" \
+      --torch-device "${cdev%%:*}" --data "$D/data.txt" --workdir /tmp/htr-curve --json "$OUT/curve.json" \
       ${CURVE_ARGS:---preset tiny --steps 200 --warmup 10} 2>&1 | tail -8
     ;;
   ablate)
@@ -168,6 +169,9 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
         --print-plan --data "$D/data.txt" --out-dir "$OUT/ablate" > "$OUT/ablate-${e//[=,]/_}.log" 2>&1
       echo "ablate $e rc=$?: $(grep -m1 -E 'plan:' "$OUT/ablate-${e//[=,]/_}.log" | cut -c1-120)"
       echo "ablate $e: $(grep -E "^step $n/$n" "$OUT/ablate-${e//[=,]/_}.log" | tail -1)"
+      # the median tokens/s of steps 4..n (single steps move by several % on a GPU)
+      echo "ablate $e: median tokens/s of steps 4-$n: $(grep -E "^step [0-9]+/$n " "$OUT/ablate-${e//[=,]/_}.log" |
+        awk '{split($2, s, "/"); if (s[1] >= 4) print $7}' | sort -n | awk '{v[NR]=$1} END{if (NR) print v[int((NR+1)/2)]}')"
     done
     ;;
   profiles)
