@@ -69,8 +69,6 @@ bool Match(const Graph& g, const GraphUses& uses, int si, Pair* out) {
   return true;
 }
 
-const char* DtypeText(htr_dtype_t d) { return d == HTR_DTYPE_BF16 ? "bf16" : d == HTR_DTYPE_F16 ? "f16" : "f32"; }
-
 }  // namespace
 
 int ColSumMatmulModeFromEnv() {
@@ -97,7 +95,7 @@ Status ApplyColSumMatmul(const Graph& in, const ColSumMatmulAccept& accept, Grap
     std::string why;
     if (!accept || !accept(q, &why)) {
       ++st.refused;
-      const std::string r = std::to_string(q.rows) + "x" + std::to_string(q.cols) + " " + DtypeText(q.in) + ": " +
+      const std::string r = std::to_string(q.rows) + "x" + std::to_string(q.cols) + " " + ops::DtypeName(q.in) + ": " +
                             (why.empty() ? "refused" : why);
       if (std::find(st.refusals.begin(), st.refusals.end(), r) == st.refusals.end()) st.refusals.push_back(r);
       continue;

@@ -14,8 +14,8 @@
 // the same column sum in another (fixed, per algorithm) order; a cuBLASLt algorithm, once timed
 // and stored, is the same for every later run (plugins/cuda's tuning), so runs stay reproducible.
 //
-// Which devices: the caller's `accept` (in practice an op_query of the plugin's matmul, lowp in,
-// f32 out, with its score) decides per shape; executable.cc runs the pass in device mode on
+// Which devices: the caller's `accept` decides per candidate (ProbeColSumMatmul: an op_query of the
+// plugin's matmul, lowp in, f32 out, with its score, once per dtype); executable.cc runs the pass in device mode on
 // devices that are not host-accessible and whose library scores the matmul at least 100 (the
 // cuda plugin's cuBLASLt; the cpu plugin's fused cast+sum kernels are kept, and Vulkan's library
 // matmul scores 1). HTR_COLSUM_MATMUL=0 turns it off, =force applies it wherever the plugin takes

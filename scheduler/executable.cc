@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -157,6 +158,15 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
   if (htr_status_t st = htr_device_properties(e->device, &props)) return st;
   if (disabled || !(props.capabilities & HTR_CAP_LIBRARY_OPS)) return nullptr;
   const std::string lib_name = std::string("library:") + htr_device_plugin_name(e->device);
+  // Constant operands (colsum_matmul.h's rows of ones, shared by every bias sum of one length): one
+  // device tensor per constant value, made and filled on first use; each step holds a reference.
+  std::map<ValueId, htr_tensor_t*> constants;
+  struct ReleaseConstants {
+    std::map<ValueId, htr_tensor_t*>* m;
+    ~ReleaseConstants() {
+      for (auto& kv : *m) htr_tensor_release(kv.second);
+    }
+  } release_constants{&constants};
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const auto& s = p.steps[i];
     // matmul_gelu / matmul_dgelu (gelu_epilogue.h) are the library matmul with OPS.md's `epilogue`.
@@ -186,17 +196,16 @@ htr_status_t PlanLibrary(htr_executable_s* e, bool disabled) {
         ls.in.push_back(nullptr);
         query_in.push_back(t);
       } else if (slot.kind == SlotKind::kConstant) {
-        // A constant operand (colsum_matmul.h's row of ones): a device tensor of its own, filled
-        // once here and owned by the step like the views.
-        if (htr_status_t st = CreateTensor(e->device, p.values[v].info, &t)) return st;
-        if (slot.bytes > 0) {
-          if (htr_status_t st = htr_tensor_copy_from_host(t, p.values[v].data.data(), slot.bytes, nullptr)) {
-            htr_tensor_release(t);
-            return st;
+        htr_tensor_t*& c = constants[v];
+        if (!c) {
+          if (htr_status_t st = CreateTensor(e->device, p.values[v].info, &c)) return st;
+          if (slot.bytes > 0) {
+            if (htr_status_t st = htr_tensor_copy_from_host(c, p.values[v].data.data(), slot.bytes, nullptr)) return st;
           }
         }
-        ls.in.push_back(t);
-        query_in.push_back(t);
+        htr_tensor_retain(c);  // the step's reference, released with the step's other inputs
+        ls.in.push_back(c);
+        query_in.push_back(c);
       } else {
         usable = false;
       }

@@ -34,8 +34,9 @@ std::string Upload(htr_tensor_t* t, const void* data, uint64_t bytes, htr_stream
   return s ? "uploading inputs: " + Take(s) : "";
 }
 
-// Enqueues the copy of rank-0 output `name` into *out on `stream` (read after a synchronize).
-std::string EnqueueReadScalar(htr_executable_t* e, const char* name, htr_stream_t* stream, float* out) {
+// Copies rank-0 output `name` into *out: enqueued on `stream` (read *out after a synchronize), or
+// done before returning when `stream` is NULL.
+std::string ReadScalarF32(htr_executable_t* e, const char* name, htr_stream_t* stream, float* out) {
   htr_tensor_t* t = nullptr;
   htr_status_t s = htr_executable_output(e, name, &t);
   if (s) return std::string("output ") + name + ": " + Take(s);
@@ -44,16 +45,12 @@ std::string EnqueueReadScalar(htr_executable_t* e, const char* name, htr_stream_
   return s ? std::string("output ") + name + ": " + Take(s) : "";
 }
 
+// ReadScalarF32 without a stream (returns once copied), as a double.
 std::string ReadScalar(htr_executable_t* e, const char* name, double* out) {
-  htr_tensor_t* t = nullptr;
-  htr_status_t s = htr_executable_output(e, name, &t);
-  if (s) return std::string("output ") + name + ": " + Take(s);
   float v = 0;
-  s = htr_tensor_copy_to_host(t, &v, sizeof(v), nullptr);
-  htr_tensor_release(t);
-  if (s) return std::string("output ") + name + ": " + Take(s);
-  *out = v;
-  return "";
+  std::string err = ReadScalarF32(e, name, nullptr, &v);
+  if (err.empty()) *out = v;
+  return err;
 }
 
 std::string Bind(htr_executable_t* e, const char* name, htr_tensor_t* t) {
@@ -216,7 +213,7 @@ std::string Trainer::Step(int64_t step, double lr, BatchSampler* sampler, StepRe
   std::string err = Upload(lr_, &step_host_.lr, sizeof(float), s);
   if (err.empty()) err = Upload(step_, &step_host_.step, sizeof(float), s);
   const size_t accum = static_cast<size_t>(c_.grad_accum);
-  if (step_host_.batches.size() != accum) step_host_.batches.resize(accum);
+  step_host_.batches.resize(accum);
   step_host_.apply.assign(accum, 0.0f);
   step_host_.loss.assign(accum, 0.0f);
   for (size_t k = 0; err.empty() && k < accum; ++k) {
@@ -231,9 +228,9 @@ std::string Trainer::Step(int64_t step, double lr, BatchSampler* sampler, StepRe
     }
     if (err.empty()) err = scaler_.Upload();
     if (err.empty()) err = Run(train_.get(), s, "training step");
-    if (err.empty()) err = EnqueueReadScalar(train_.get(), "loss", s, &step_host_.loss[k]);
+    if (err.empty()) err = ReadScalarF32(train_.get(), "loss", s, &step_host_.loss[k]);
   }
-  if (err.empty()) err = EnqueueReadScalar(train_.get(), "grad_norm", s, &step_host_.grad_norm);
+  if (err.empty()) err = ReadScalarF32(train_.get(), "grad_norm", s, &step_host_.grad_norm);
   // Wait for the reads even after an error: the enqueued copies write into step_host_.
   htr_status_t st = htr_stream_synchronize(s);
   if (st) {

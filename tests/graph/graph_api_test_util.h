@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "htr/htr_graph.h"
@@ -105,6 +107,19 @@ inline htr_executable_t* CreateExecutable(htr_graph_t* g, htr_device_t* dev, con
   htr_executable_t* e = nullptr;
   API_REQUIRE(htr_executable_create(g, dev, &opt, &e));
   return e;
+}
+
+// (op, impl) of every step of `e`'s plan, in order (htr_executable_op_info).
+inline std::vector<std::pair<std::string, std::string>> PlanOps(htr_executable_t* e) {
+  std::vector<std::pair<std::string, std::string>> ops;
+  for (uint32_t i = 0, n = htr_executable_op_count(e); i < n; ++i) {
+    htr_executable_op_info_t info;
+    std::memset(&info, 0, sizeof(info));
+    info.struct_size = sizeof(info);
+    API_REQUIRE(htr_executable_op_info(e, i, &info));
+    ops.emplace_back(info.op, info.impl);
+  }
+  return ops;
 }
 
 }  // namespace gapi

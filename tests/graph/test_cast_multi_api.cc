@@ -66,15 +66,10 @@ Run RunChain(CpuRuntime& env, bool group) {
   Run r;
   r.y = ReadOutF32(e, "y");
   r.z = ReadOutF32(e, "z");
-  for (uint32_t i = 0; i < htr_executable_op_count(e); ++i) {
-    htr_executable_op_info_t info;
-    std::memset(&info, 0, sizeof(info));
-    info.struct_size = sizeof(info);
-    API_REQUIRE(htr_executable_op_info(e, i, &info));
-    const std::string op = info.op;
+  for (const auto& [op, impl] : PlanOps(e)) {
     if (op == "cast_multi") {
       ++r.cast_multi;
-      CHECK(std::string(info.impl) == "kernel:cast_multi");
+      CHECK(impl == "kernel:cast_multi");
     }
     if (op == "cast") ++r.casts;
   }

@@ -80,12 +80,7 @@ Result RunSums(CpuRuntime& env, const char* mode, const std::vector<float>& v3, 
   r.mid = ReadOutF32(e, "mid");
   r.two = ReadOutF32(e, "two");
   r.f32s = ReadOutF32(e, "f32s");
-  for (uint32_t i = 0; i < htr_executable_op_count(e); ++i) {
-    htr_executable_op_info_t info;
-    std::memset(&info, 0, sizeof(info));
-    info.struct_size = sizeof(info);
-    API_REQUIRE(htr_executable_op_info(e, i, &info));
-    const std::string op = info.op, impl = info.impl;
+  for (const auto& [op, impl] : PlanOps(e)) {
     if (op == "matmul" && impl.rfind("library:", 0) == 0) ++r.library_matmuls;
     if (op.find("sum") != std::string::npos) ++r.sums;
   }

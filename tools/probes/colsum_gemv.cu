@@ -61,6 +61,19 @@ __global__ void colsum_finish(const float* __restrict__ part, float* __restrict_
   out[c] = s;
 }
 
+// us per call of `launch` over 50 calls after 5 warm-ups, from CUDA events a and b.
+template <class F>
+double TimeUs(F launch, cudaEvent_t a, cudaEvent_t b) {
+  for (int k = 0; k < 5; ++k) launch();
+  cudaEventRecord(a);
+  for (int k = 0; k < 50; ++k) launch();
+  cudaEventRecord(b);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms * 1000 / 50;
+}
+
 double Nmse(const std::vector<float>& got, const std::vector<double>& ref) {
   double e = 0, s = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -116,14 +129,8 @@ int Run(cublasLtHandle_t h, int M, int N) {
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(got.data(), db, N * 4, cudaMemcpyDeviceToHost));
     const double e = Nmse(got, ref);
-    for (int k = 0; k < 5; ++k) cublasLtMatmul(h, op, &alpha, dy, la, d1, lb, &beta, db, lc, db, lc, &res[i].algo, ws, wsb, 0);
-    cudaEventRecord(a);
-    for (int k = 0; k < 50; ++k) cublasLtMatmul(h, op, &alpha, dy, la, d1, lb, &beta, db, lc, db, lc, &res[i].algo, ws, wsb, 0);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    const double us = ms * 1000 / 50;
+    const double us = TimeUs(
+        [&] { cublasLtMatmul(h, op, &alpha, dy, la, d1, lb, &beta, db, lc, db, lc, &res[i].algo, ws, wsb, 0); }, a, b);
     std::printf("M=%d N=%d cublaslt algo %d: %.2f us (%.0f GB/s) NMSE %.3g\n", M, N, i, us, gb / (us * 1e-6), e);
     if (us < best) {
       best = us;
@@ -145,14 +152,7 @@ int Run(cublasLtHandle_t h, int M, int N) {
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(got.data(), db, N * 4, cudaMemcpyDeviceToHost));
     const double e = Nmse(got, ref);
-    for (int k = 0; k < 5; ++k) launch();
-    cudaEventRecord(a);
-    for (int k = 0; k < 50; ++k) launch();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    const double us = ms * 1000 / 50;
+    const double us = TimeUs(launch, a, b);
     std::printf("M=%d N=%d cuda two-kernel S=%d: %.2f us (%.0f GB/s) NMSE %.3g\n", M, N, S, us, gb / (us * 1e-6), e);
   }
   cudaFree(dy);
