@@ -9,12 +9,21 @@
 //   htr-bench attention-gpu [--device cuda:0] [--shapes B,H,T,D;...]
 //                           [--tiles BMxBN,...] [--reps N] [--warmup N]
 //                           [--python python3] [--no-peer] [--specialize 0|1]
+//                           [--layout bhtd|gpt2]
 //
 // --specialize 1 (the default) bakes H, T, D and every stride into the
 // kernels as compile-time constants, as the attention rewrite does in
 // training (scheduler/attention_fusion.cc, Scalars); 0 passes them as launch
 // arguments (the bench before session 8: its backward read 1.5x the training
 // profile's attention_grad at the same shape).
+//
+// --layout bhtd (the default) gives every tensor its own contiguous [B, H, T, D]
+// buffer; gpt2 binds them as the attention rewrite does in htr-train's GPT-2:
+// q, k, v column blocks of one [B, T, 3, H, D] projection (element offsets 0,
+// C, 2C with C = H*D: t stride 3C, h stride D), O and dO [B, T, H, D], dQ, dK,
+// dV column blocks of one [B, T, 3, H, D] gradient, every kernel built with
+// its offset arguments. The NMSE against PyTorch is computed in the bhtd
+// layout either way.
 //
 // Each tile choice (`--tiles`, default 64x64,128x64,64x128,128x128) is timed
 // for each of the three kernels; the best tile of each kernel is htr's number
@@ -114,6 +123,7 @@ struct Options {
   int reps = 20, warmup = 3;
   bool peer = true;
   bool specialize = true;
+  bool gpt2_layout = false;  // --layout gpt2
 };
 
 std::string Take(htr_status_t s) {
@@ -138,6 +148,10 @@ bool Parse(const Args& a, Options* o) {
       const std::string x = v[++i];
       if (x != "0" && x != "1") return false;
       o->specialize = x == "1";
+    } else if (v[i] == "--layout" && has) {
+      const std::string x = v[++i];
+      if (x != "bhtd" && x != "gpt2") return false;
+      o->gpt2_layout = x == "gpt2";
     } else if (v[i] == "--no-peer") {
       o->peer = false;
     } else if (v[i] == "--shapes" && has) {
@@ -186,6 +200,7 @@ void Out(const Options& o, const std::string& impl, const Shape& s, const std::s
   l.extra["dtype"] = "bf16";
   l.extra["causal"] = true;
   l.extra["specialized"] = o.specialize;
+  l.extra["layout"] = o.gpt2_layout ? "gpt2" : "bhtd";
   Emit(l);
 }
 
@@ -203,10 +218,36 @@ struct Kern {
   }
 };
 
+// The eight strided [B, H, T, D] tensors of the kernels and their element views (offset, then
+// strides b, h, t, d) in the --layout chosen.
+enum Role { kQ, kK, kV, kO, kDO, kDQ, kDK, kDV, kRoles };
+struct View {
+  int64_t off = 0, sb = 0, sh = 0, st = 0, sd = 1;
+};
+View ViewOf(const Shape& s, bool gpt2, Role r) {
+  View v;
+  if (!gpt2) {
+    v.sb = s.H * s.T * s.D;
+    v.sh = s.T * s.D;
+    v.st = s.D;
+    return v;
+  }
+  const int64_t C = s.H * s.D;
+  const bool three = r != kO && r != kDO;  // a column block of a [B, T, 3, H, D] buffer
+  v.off = r == kK || r == kDK ? C : r == kV || r == kDV ? 2 * C : 0;
+  v.st = three ? 3 * C : C;
+  v.sb = s.T * v.st;
+  v.sh = s.D;
+  return v;
+}
+// The strided roles of each kernel, in argument order (scheduler/attention_fusion.cc's Scalars).
+const std::vector<Role> kRolesOf[6] = {{kQ, kK, kV, kO},       {kQ, kK, kV, kO, kDO, kDQ}, {kQ, kK, kV, kDO, kDK, kDV},
+                                       {kO, kDO},              {kQ, kK, kV, kDO, kDK, kDV}, {kDQ}};
+
 // The integer scalars the attention rewrite specializes (H, T, D, then each tensor's strides
-// b, h, t, d; the scale stays an argument), for contiguous [B, H, T, D] tensors: kernel i has
-// `pointers` pointer arguments first, then H, T, D, scale, then 4 strides per tensor.
-std::vector<htr_kernel_scalar_t> SpecOf(const Shape& s, uint32_t pointers, uint32_t tensors) {
+// b, h, t, d, then, with offsets, each tensor's element offset; the scale stays an argument):
+// kernel i has `pointers` pointer arguments first, then H, T, D, scale, the strides, the offsets.
+std::vector<htr_kernel_scalar_t> SpecOf(const Shape& s, bool gpt2, uint32_t pointers, const std::vector<Role>& roles) {
   std::vector<htr_kernel_scalar_t> v;
   auto add = [&](uint32_t idx, int64_t x) {
     htr_kernel_scalar_t k{};
@@ -217,14 +258,17 @@ std::vector<htr_kernel_scalar_t> SpecOf(const Shape& s, uint32_t pointers, uint3
   add(pointers, s.H);
   add(pointers + 1, s.T);
   add(pointers + 2, s.D);
-  for (uint32_t t = 0; t < tensors; ++t) {
-    const int64_t st[4] = {s.H * s.T * s.D, s.T * s.D, s.D, 1};
-    for (uint32_t j = 0; j < 4; ++j) add(pointers + 4 + 4 * t + j, st[j]);
+  uint32_t idx = pointers + 4;
+  for (Role r : roles) {
+    const View w = ViewOf(s, gpt2, r);
+    for (int64_t x : {w.sb, w.sh, w.st, w.sd}) add(idx++, x);
   }
+  if (gpt2)
+    for (Role r : roles) add(idx++, ViewOf(s, gpt2, r).off);
   return v;
 }
 
-std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool specialize, Kern* out) {
+std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool specialize, bool gpt2, Kern* out) {
   const int64_t D = s.D;
   htr::kernels::AttentionConfig c;
   c.bm = t.bm;
@@ -233,6 +277,7 @@ std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool speci
   while (static_cast<int64_t>(c.bd) < D) c.bd <<= 1;
   c.dtype = HTR_DTYPE_BF16;
   c.positive_scale = true;  // the scale is 1/sqrt(D), as the attention rewrite's kernels know it is
+  c.offsets = gpt2;
   std::vector<uint8_t> ir[kKernels];
   if (!htr::kernels::BuildAttentionForward(c, &ir[0]).ok() || !htr::kernels::BuildAttentionBackwardDq(c, &ir[1]).ok() ||
       !htr::kernels::BuildAttentionBackwardDkDv(c, &ir[2]).ok())
@@ -243,11 +288,11 @@ std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool speci
                    !htr::kernels::BuildAttentionBackwardDqFinish(c, kOnePassRows, &ir[5]).ok()))
     return "building the one-pass backward kernels failed";
   // Argument lists as MakeCalls builds them: 5 / 8 / 8 / 4 / 9 / 2 pointers (prep and dq_finish:
-  // then B*H*T, specialized too), 4 / 6 / 6 / 2 / 6 / 1 strided tensors.
-  const uint32_t pointers[kKernels] = {5, 8, 8, 4, 9, 2}, tensors[kKernels] = {4, 6, 6, 2, 6, 1};
+  // then B*H*T, specialized too), then the scalars of kRolesOf's strided tensors.
+  const uint32_t pointers[kKernels] = {5, 8, 8, 4, 9, 2};
   for (int i = 0; i < (one_pass ? kKernels : 3); ++i) {
     const bool rows = i == 3 || i == 5;
-    std::vector<htr_kernel_scalar_t> spec = SpecOf(s, pointers[i] + (rows ? 1 : 0), tensors[i]);
+    std::vector<htr_kernel_scalar_t> spec = SpecOf(s, gpt2, pointers[i] + (rows ? 1 : 0), kRolesOf[i]);
     if (rows) {
       htr_kernel_scalar_t bht{};
       bht.arg_index = pointers[i];
@@ -277,11 +322,14 @@ std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool speci
   return usable > 0 ? std::string() : "no kernel is block-lowered";
 }
 
+// The tensors of one shape: `role` points at the buffer each strided role reads or writes (in
+// the gpt2 layout q, k, v share one buffer, dq, dk, dv another); `owned` releases them.
 struct Bufs {
-  htr_tensor_t *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *dout = nullptr, *lse = nullptr,
-               *delta = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr, *dqacc = nullptr;
+  htr_tensor_t* role[kRoles] = {};
+  htr_tensor_t *lse = nullptr, *delta = nullptr, *dqacc = nullptr;
+  std::vector<htr_tensor_t*> owned;
   ~Bufs() {
-    for (htr_tensor_t* t : {q, k, v, o, dout, lse, delta, dq, dk, dv, dqacc}) htr_tensor_release(t);
+    for (htr_tensor_t* t : owned) htr_tensor_release(t);
   }
 };
 
@@ -291,20 +339,30 @@ uint16_t Bf16Of(float f) {
   return static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
-std::string MakeBufs(htr_device_t* dev, const Shape& s, Bufs* b) {
+std::string MakeBufs(htr_device_t* dev, const Shape& s, bool gpt2, Bufs* b) {
   const int64_t n = s.B * s.H * s.T * s.D, rows = s.B * s.H * s.T;
   std::mt19937_64 g(1);
   std::uniform_real_distribution<float> u(-2, 2);
-  std::vector<uint16_t> host(static_cast<size_t>(n));
-  for (htr_tensor_t** t : {&b->q, &b->k, &b->v, &b->dout, &b->o, &b->dq, &b->dk, &b->dv}) {
-    if (htr_status_t st = htr_tensor_create(dev, HTR_DTYPE_BF16, 1, &n, t)) return Take(st);
+  auto make = [&](htr_dtype_t dt, int64_t elems, htr_tensor_t** t) -> std::string {
+    if (htr_status_t st = htr_tensor_create(dev, dt, 1, &elems, t)) return Take(st);
+    b->owned.push_back(*t);
+    if (dt != HTR_DTYPE_BF16) return {};
+    std::vector<uint16_t> host(static_cast<size_t>(elems));
     for (auto& x : host) x = Bf16Of(u(g));
     if (htr_status_t st = htr_tensor_copy_from_host(*t, host.data(), host.size() * 2, nullptr)) return Take(st);
+    return {};
+  };
+  for (int r = 0; r < kRoles; ++r) {
+    const bool shared = gpt2 && r != kO && r != kDO;  // q, k, v / dq, dk, dv: one [B, T, 3, H, D] buffer each
+    if (shared && r != kQ && r != kDQ) {
+      b->role[r] = b->role[r < kDQ ? kQ : kDQ];
+      continue;
+    }
+    if (std::string e = make(HTR_DTYPE_BF16, shared ? 3 * n : n, &b->role[r]); !e.empty()) return e;
   }
   for (htr_tensor_t** t : {&b->lse, &b->delta})
-    if (htr_status_t st = htr_tensor_create(dev, HTR_DTYPE_F32, 1, &rows, t)) return Take(st);
-  if (htr_status_t st = htr_tensor_create(dev, HTR_DTYPE_F32, 1, &n, &b->dqacc)) return Take(st);
-  return {};
+    if (std::string e = make(HTR_DTYPE_F32, rows, t); !e.empty()) return e;
+  return make(HTR_DTYPE_F32, n, &b->dqacc);
 }
 
 htr_kernel_launch_arg_t TA(htr_tensor_t* t) {
@@ -320,39 +378,40 @@ htr_kernel_launch_arg_t IA(int64_t v) {
   return a;
 }
 
-// Launch argument lists of the three kernels (contiguous [B,H,T,D]).
+// Launch argument lists of the kernels (views as ViewOf lays them out).
 struct Calls {
   std::vector<htr_kernel_launch_arg_t> a[kKernels];
   uint32_t grid[kKernels][3] = {};
 };
-Calls MakeCalls(const Shape& s, const Tile& t, const Bufs& b) {
+Calls MakeCalls(const Shape& s, bool gpt2, const Tile& t, const Bufs& b) {
   Calls c;
   htr_kernel_launch_arg_t scale{};
   scale.kind = HTR_KERNEL_ARG_FLOAT;
   scale.f = 1.0 / std::sqrt(static_cast<double>(s.D));
-  auto tail = [&](std::vector<htr_kernel_launch_arg_t>* a, int tensors) {
+  auto tail = [&](int kernel) {
+    std::vector<htr_kernel_launch_arg_t>* a = &c.a[kernel];
     a->push_back(IA(s.H));
     a->push_back(IA(s.T));
     a->push_back(IA(s.D));
     a->push_back(scale);
-    for (int i = 0; i < tensors; ++i)
-      for (int64_t st : {s.H * s.T * s.D, s.T * s.D, s.D, int64_t{1}}) a->push_back(IA(st));
+    for (Role r : kRolesOf[kernel]) {
+      const View w = ViewOf(s, gpt2, r);
+      for (int64_t st : {w.sb, w.sh, w.st, w.sd}) a->push_back(IA(st));
+    }
+    if (gpt2)
+      for (Role r : kRolesOf[kernel]) a->push_back(IA(ViewOf(s, gpt2, r).off));
   };
-  c.a[0] = {TA(b.q), TA(b.k), TA(b.v), TA(b.o), TA(b.lse)};
-  tail(&c.a[0], 4);
-  c.a[1] = {TA(b.q), TA(b.k), TA(b.v), TA(b.o), TA(b.dout), TA(b.lse), TA(b.delta), TA(b.dq)};
-  tail(&c.a[1], 6);
-  c.a[2] = {TA(b.q), TA(b.k), TA(b.v), TA(b.dout), TA(b.lse), TA(b.delta), TA(b.dk), TA(b.dv)};
-  tail(&c.a[2], 6);
+  auto R = [&](Role r) { return TA(b.role[r]); };
+  c.a[0] = {R(kQ), R(kK), R(kV), R(kO), TA(b.lse)};
+  c.a[1] = {R(kQ), R(kK), R(kV), R(kO), R(kDO), TA(b.lse), TA(b.delta), R(kDQ)};
+  c.a[2] = {R(kQ), R(kK), R(kV), R(kDO), TA(b.lse), TA(b.delta), R(kDK), R(kDV)};
   const uint32_t bh = static_cast<uint32_t>(s.B * s.H);
   const uint32_t gm = static_cast<uint32_t>((s.T + t.bm - 1) / t.bm), gn = static_cast<uint32_t>((s.T + t.bn - 1) / t.bn);
   const int64_t bht = s.B * s.H * s.T;
-  c.a[3] = {TA(b.o), TA(b.dout), TA(b.delta), TA(b.dqacc), IA(bht)};
-  tail(&c.a[3], 2);
-  c.a[4] = {TA(b.q), TA(b.k), TA(b.v), TA(b.dout), TA(b.lse), TA(b.delta), TA(b.dqacc), TA(b.dk), TA(b.dv)};
-  tail(&c.a[4], 6);
-  c.a[5] = {TA(b.dqacc), TA(b.dq), IA(bht)};
-  tail(&c.a[5], 1);
+  c.a[3] = {R(kO), R(kDO), TA(b.delta), TA(b.dqacc), IA(bht)};
+  c.a[4] = {R(kQ), R(kK), R(kV), R(kDO), TA(b.lse), TA(b.delta), TA(b.dqacc), R(kDK), R(kDV)};
+  c.a[5] = {TA(b.dqacc), R(kDQ), IA(bht)};
+  for (int i = 0; i < kKernels; ++i) tail(i);
   const uint32_t gr = static_cast<uint32_t>((bht + kOnePassRows - 1) / kOnePassRows);
   const uint32_t g[kKernels][3] = {{gm, bh, 1}, {gm, bh, 1}, {gn, bh, 1}, {gr, 1, 1}, {gn, bh, 1}, {gr, 1, 1}};
   std::memcpy(c.grid, g, sizeof g);
@@ -409,7 +468,7 @@ int RunAttentionGpu(const Args& args) {
     std::fprintf(stderr,
                  "usage: htr-bench attention-gpu [--device cuda:0] [--shapes B,H,T,D;...] [--tiles BMxBN,...]\n"
                  "                              [--reps N] [--warmup N] [--python python3] [--no-peer]\n"
-                 "                              [--specialize 0|1]\n");
+                 "                              [--specialize 0|1] [--layout bhtd|gpt2]\n");
     return 2;
   }
   htr_runtime_t* rt = nullptr;
@@ -436,7 +495,7 @@ int RunAttentionGpu(const Args& args) {
   for (size_t si = 0; si < o.shapes.size() && rc == 0; ++si) {
     const Shape& s = o.shapes[si];
     Bufs b;
-    if (std::string e = MakeBufs(dev, s, &b); !e.empty()) {
+    if (std::string e = MakeBufs(dev, s, o.gpt2_layout, &b); !e.empty()) {
       std::fprintf(stderr, "htr-bench attention-gpu: buffers: %s\n", e.c_str());
       rc = 1;
       break;
@@ -447,14 +506,14 @@ int RunAttentionGpu(const Args& args) {
     for (const Tile& t : o.tiles) {
       Kern k;
       const auto c0 = Clock::now();
-      std::string e = Compile(dev, t, s, o.specialize, &k);
+      std::string e = Compile(dev, t, s, o.specialize, o.gpt2_layout, &k);
       const double compile_s = std::chrono::duration<double>(Clock::now() - c0).count();
       const std::string tile = std::to_string(t.bm) + "x" + std::to_string(t.bn);
       if (!e.empty()) {
         std::fprintf(stderr, "htr-bench attention-gpu: tile %s: %s\n", tile.c_str(), e.c_str());
         continue;
       }
-      const Calls c = MakeCalls(s, t, b);
+      const Calls c = MakeCalls(s, o.gpt2_layout, t, b);
       double tf = 1e30, tq = 1e30, tkv = 1e30;
       if (k.ok[0]) e = TimeKernels(st, k, c, 0, 1, o.warmup, o.reps, &tf);
       if (e.empty() && k.ok[1]) e = TimeKernels(st, k, c, 1, 2, o.warmup, o.reps, &tq);
@@ -592,20 +651,20 @@ int RunAttentionGpu(const Args& args) {
       if (ok && htr_runtime_find_device(rt, o.device.c_str(), &d2) == nullptr) {
         Bufs b;
         Kern k;
-        std::string e = MakeBufs(d2, s0, &b);
-        htr_tensor_t* ins[3] = {b.q, b.k, b.v};
+        std::string e = MakeBufs(d2, s0, /*gpt2=*/false, &b);
+        htr_tensor_t* ins[3] = {b.role[kQ], b.role[kK], b.role[kV]};
         for (int i = 0; i < 3 && e.empty(); ++i)
           if (htr_status_t st2 = htr_tensor_copy_from_host(ins[i], in[i].data(), in[i].size() * 2, nullptr)) e = Take(st2);
-        if (e.empty()) e = Compile(d2, o.tiles[0], s0, o.specialize, &k);
+        if (e.empty()) e = Compile(d2, o.tiles[0], s0, o.specialize, /*gpt2=*/false, &k);
         if (e.empty()) {
-          const Calls c = MakeCalls(s0, o.tiles[0], b);
+          const Calls c = MakeCalls(s0, /*gpt2=*/false, o.tiles[0], b);
           if (htr_status_t st2 = htr_kernel_launch(nullptr, k.k[0], c.grid[0], c.a[0].data(),
                                                    static_cast<uint32_t>(c.a[0].size())))
             e = Take(st2);
         }
         std::vector<uint16_t> ho(static_cast<size_t>(n));
         if (e.empty())
-          if (htr_status_t st2 = htr_tensor_copy_to_host(b.o, ho.data(), ho.size() * 2, nullptr)) e = Take(st2);
+          if (htr_status_t st2 = htr_tensor_copy_to_host(b.role[kO], ho.data(), ho.size() * 2, nullptr)) e = Take(st2);
         if (e.empty()) {
           double num = 0, den = 0;
           for (int64_t i = 0; i < n; ++i) {
