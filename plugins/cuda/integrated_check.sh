@@ -15,7 +15,8 @@
 #   conform    htr-conform on the cuda plugin
 #   attention  htr-bench-gpu attention-gpu ($ATTN_SHAPES: B8 H12 T1024 D64 and T4096 D128, bf16,
 #              causal; $ATTN_TILES: 64x64) with PyTorch SDPA in the same run, once per setting in
-#              $ATTN_ENVS (as ROWS_ENVS; one attention-SETTING-SHAPE.jsonl each, dQ / dK-dV printed)
+#              $ATTN_ENVS (as ROWS_ENVS) and layout in $ATTN_LAYOUTS (bhtd; gpt2: htr-train's views
+#              into the qkv projection), one attention-SETTING-SHAPE-LAYOUT.jsonl each, dQ / dK-dV printed
 #   rows       htr-bench-gpu rows-gpu: gpt2's elementwise/row kernels (GB/s) with PyTorch eager, once
 #              per setting in $ROWS_ENVS (default: the tree's; a setting is VAR=V[,VAR=V...]; the
 #              peer runs with the first)
@@ -111,10 +112,13 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
     for e in ${ATTN_ENVS:-default}; do
       ev=""; [ "$e" != default ] && ev=${e//,/ }
       for s in ${ATTN_SHAPES:-8,12,1024,64 8,12,4096,128}; do
-        env $ev timeout 90 "$D/bin/htr-bench-gpu" attention-gpu --device cuda:0 --shapes $s --tiles ${ATTN_TILES:-64x64} --python "$PY" \
-          > "$OUT/attention-${e//[=,]/_}-$s.jsonl" 2> "$OUT/attention-${e//[=,]/_}-$s.err"; echo "attention $e $s rc=$?"
-        grep -E '"ratio"|_ms"|speedup|bytes' "$OUT/attention-${e//[=,]/_}-$s.jsonl" | short; tail -2 "$OUT/attention-${e//[=,]/_}-$s.err"
-        grep '"htr-sweep".*"dkdv_ms"' "$OUT/attention-${e//[=,]/_}-$s.jsonl" | sed 's/.*"dkdv_ms":\([0-9.]*\),"dq_ms":\([0-9.]*\).*/  dq \2 dkdv \1/'
+        for l in ${ATTN_LAYOUTS:-bhtd}; do
+          f="$OUT/attention-${e//[=,]/_}-$s-$l"
+          env $ev timeout 90 "$D/bin/htr-bench-gpu" attention-gpu --device cuda:0 --shapes $s --tiles ${ATTN_TILES:-64x64} \
+            --layout $l --python "$PY" > "$f.jsonl" 2> "$f.err"; echo "attention $e $s $l rc=$?"
+          grep -E '"ratio"|_ms"|speedup|bytes' "$f.jsonl" | short; tail -2 "$f.err"
+          grep '"htr-sweep".*"dkdv_ms"' "$f.jsonl" | sed 's/.*"dkdv_ms":\([0-9.]*\),"dq_ms":\([0-9.]*\).*/  dq \2 dkdv \1/'
+        done
       done
     done
     ;;
