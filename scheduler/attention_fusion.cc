@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -874,9 +875,15 @@ Status FromLang(const kernels::Status& s, const char* kernel) {
 uint32_t Tiles(int64_t n, uint32_t tile) { return static_cast<uint32_t>((n + tile - 1) / tile); }
 
 // The kernels take element offsets only where a view has one (else today's signature).
-kernels::AttentionConfig ConfigOf(const Match& m, uint32_t tile) {
+// `tile` 0: the default tiles of `kernel` (AttentionTileOverride's where set), else square ones.
+kernels::AttentionConfig ConfigOf(const Match& m, uint32_t tile, AttentionKernel kernel) {
   kernels::AttentionConfig cfg = AttentionConfigFor(m.D, m.dtype);
-  if (tile != 0) cfg.bm = cfg.bn = tile;
+  if (tile != 0) {
+    cfg.bm = cfg.bn = tile;
+  } else if (const std::optional<AttentionTile> t = AttentionTileOverride(kernel)) {
+    cfg.bm = t->bm;
+    cfg.bn = t->bn;
+  }
   for (const KView& k : m.view) cfg.offsets = cfg.offsets || k.off != 0;
   cfg.positive_scale = m.scale > 0 && std::isfinite(m.scale);
   return cfg;
@@ -885,7 +892,7 @@ kernels::AttentionConfig ConfigOf(const Match& m, uint32_t tile) {
 FusedArg Base(const Match& m, Role r) { return Val(m.view[r].base); }
 
 Status BuildForward(const Match& m, uint32_t tile, FusedGroup* g) {
-  const kernels::AttentionConfig cfg = ConfigOf(m, tile);
+  const kernels::AttentionConfig cfg = ConfigOf(m, tile, AttentionKernel::kForward);
   FusedLaunch l;
   HTR_OPS_RETURN_IF_ERROR(FromLang(kernels::BuildAttentionForward(cfg, &l.ir), "attention_forward"));
   l.grid[0] = Tiles(m.T, cfg.bm);
@@ -897,7 +904,7 @@ Status BuildForward(const Match& m, uint32_t tile, FusedGroup* g) {
 }
 
 Status BuildBackward(const Match& m, uint32_t tile, FusedGroup* g) {
-  const kernels::AttentionConfig cfg = ConfigOf(m, tile);
+  const kernels::AttentionConfig cfg = ConfigOf(m, tile, AttentionKernel::kBackwardDq);
   const uint32_t BH = static_cast<uint32_t>(m.B * m.H);
   g->scratch_bytes = {static_cast<uint64_t>(m.B * m.H * m.T) * sizeof(float)};  // delta
   if (ops::IsLowpFloat(m.dtype)) {
@@ -910,13 +917,15 @@ Status BuildBackward(const Match& m, uint32_t tile, FusedGroup* g) {
     dq.grid[1] = BH;
     dq.args = {Base(m, kQ), Base(m, kK), Base(m, kV), Base(m, kY), Base(m, kDY), Val(m.p), Scr(0), Base(m, kDQ)};
     Scalars(&dq.args, m, cfg, {kQ, kK, kV, kY, kDY, kDQ});
+    // dK/dV: its own tiles (delta is per row: any pair of tilings composes).
+    const kernels::AttentionConfig kv_cfg = ConfigOf(m, tile, AttentionKernel::kBackwardDkDv);
     FusedLaunch dkdv;
     HTR_OPS_RETURN_IF_ERROR(
-        FromLang(kernels::BuildAttentionBackwardDkDv(cfg, &dkdv.ir), "attention_backward_dkdv"));
-    dkdv.grid[0] = Tiles(m.T, cfg.bn);
+        FromLang(kernels::BuildAttentionBackwardDkDv(kv_cfg, &dkdv.ir), "attention_backward_dkdv"));
+    dkdv.grid[0] = Tiles(m.T, kv_cfg.bn);
     dkdv.grid[1] = BH;
     dkdv.args = {Base(m, kQ), Base(m, kK), Base(m, kV), Base(m, kDY), Val(m.p), Scr(0), Base(m, kDK), Base(m, kDV)};
-    Scalars(&dkdv.args, m, cfg, {kQ, kK, kV, kDY, kDK, kDV});
+    Scalars(&dkdv.args, m, kv_cfg, {kQ, kK, kV, kDY, kDK, kDV});
     g->launches.push_back(std::move(dq));
     g->launches.push_back(std::move(dkdv));
     return Status::Ok();
@@ -935,7 +944,7 @@ Status BuildBackward(const Match& m, uint32_t tile, FusedGroup* g) {
 
 // The one-pass form's tiles: the default ones, where the head dim tile is the key tile.
 bool OnePassApplies(const Match& m) {
-  const kernels::AttentionConfig cfg = ConfigOf(m, 0);
+  const kernels::AttentionConfig cfg = ConfigOf(m, 0, AttentionKernel::kOnePass);
   return cfg.bd == cfg.bn;
 }
 
@@ -945,7 +954,7 @@ constexpr uint32_t kOnePassRows = 8;
 // The one-pass backward (ops/kernels/attention_backward_atomic.cc): scratch 0 is delta (f32
 // [B*H*T]), scratch 1 the f32 dQ accumulator ([B*H*T, D], zeroed by prep, read by dq_finish).
 Status BuildBackwardOnePass(const Match& m, FusedGroup* g) {
-  const kernels::AttentionConfig cfg = ConfigOf(m, 0);
+  const kernels::AttentionConfig cfg = ConfigOf(m, 0, AttentionKernel::kOnePass);
   const int64_t bht = m.B * m.H * m.T;
   if (bht * m.D > INT32_MAX) return ops::Error(HTR_STATUS_UNIMPLEMENTED, "one-pass: B*H*T*D past i32");
   g->scratch_bytes = {static_cast<uint64_t>(bht) * sizeof(float), static_cast<uint64_t>(bht * m.D) * sizeof(float)};
@@ -1027,6 +1036,46 @@ Step BackwardMember(const Match& m) {
 
 bool AttentionFusionEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_FUSE_ATTENTION"); }
 bool AttentionViewsEnabledByEnv() { return htr::rt::EnvSwitchOn("HTR_ATTENTION_VIEWS"); }
+
+bool ParseAttentionTiles(const std::string& text, AttentionTile out[3]) {
+  AttentionTile t[3];
+  size_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    unsigned bm = 0, bn = 0;
+    char extra = 0;
+    if (std::sscanf(item.c_str(), "%ux%u%c", &bm, &bn, &extra) != 2) return false;
+    for (unsigned x : {bm, bn})
+      if (x < 16 || x > 128 || (x & (x - 1)) != 0) return false;
+    t[i] = AttentionTile{bm, bn};
+    if (end == text.size()) {  // fewer items: the last one repeats
+      for (int j = i + 1; j < 3; ++j) t[j] = t[i];
+      break;
+    }
+    if (i == 2) return false;  // more than three
+    at = end + 1;
+  }
+  for (int i = 0; i < 3; ++i) out[i] = t[i];
+  return true;
+}
+
+std::optional<AttentionTile> AttentionTileOverride(AttentionKernel kernel) {
+  if (kernel == AttentionKernel::kOnePass) return std::nullopt;
+  const std::optional<std::string> v = htr::rt::ReadEnv("HTR_ATTENTION_TILES");
+  if (!v || v->empty()) return std::nullopt;
+  AttentionTile t[3];
+  if (!ParseAttentionTiles(*v, t)) {
+    static bool warned = false;
+    if (!warned) {
+      warned = true;
+      std::fprintf(stderr, "htr: HTR_ATTENTION_TILES=%s ignored (want BMxBN[,BMxBN[,BMxBN]], powers of two 16..128)\n",
+                   v->c_str());
+    }
+    return std::nullopt;
+  }
+  return t[static_cast<int>(kernel)];
+}
 
 kernels::AttentionConfig AttentionConfigFor(int64_t d, htr_dtype_t dtype) {
   kernels::AttentionConfig c;

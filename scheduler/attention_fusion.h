@@ -49,7 +49,8 @@
 // which q, k, v, dY (and the buffers holding them) exist (a match whose dQ/dK/dV, or the buffers
 // they are written to, would then be read too early is left). Each group's `members` is one step of an op defined here ("attention" / "attention_grad") whose
 // reference kernel (double accumulation) is the fallback RunFusedReference runs. `accept` is
-// asked for every group as in the row fusion, first with AttentionConfigFor's tiles, then with
+// asked for every group as in the row fusion, first with AttentionConfigFor's tiles (or each
+// kernel's from HTR_ATTENTION_TILES, AttentionTileOverride), then with
 // 32x32 and 16x16 ones (forward and backward each keep the first tiles the device takes: the
 // NVIDIA Vulkan driver refuses the 64x64 kernels' pipelines, lavapipe their private arrays);
 // a forward refused at every size leaves every step of the pattern as it was (its backward too). Runs first in Fuser::Rewrite; HTR_FUSE_ATTENTION=0 turns it off
@@ -57,6 +58,7 @@
 #ifndef HTR_SCHEDULER_ATTENTION_FUSION_H_
 #define HTR_SCHEDULER_ATTENTION_FUSION_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,18 @@ bool AttentionFusionEnabledByEnv();
 // HTR_ATTENTION_VIEWS from the environment (same values): false binds every pattern tensor
 // contiguously (no layout step removed).
 bool AttentionViewsEnabledByEnv();
+
+// Per-kernel tiles (query rows bm, key rows bn) overriding AttentionConfigFor's default ones, from
+// HTR_ATTENTION_TILES=FWD[,DQ[,DKDV]] (each BMxBN, powers of two 16..128; a missing item repeats
+// the last): for measuring tiles in a training step (htr-bench attention-gpu sweeps them alone).
+// Unset or malformed (a warning on stderr, once): none. The one-pass backward keeps the defaults.
+struct AttentionTile {
+  uint32_t bm = 64, bn = 64;
+};
+enum class AttentionKernel { kForward = 0, kBackwardDq = 1, kBackwardDkDv = 2, kOnePass = 3 };
+std::optional<AttentionTile> AttentionTileOverride(AttentionKernel kernel);
+// The parser behind it (exposed for tests): false for malformed text.
+bool ParseAttentionTiles(const std::string& text, AttentionTile out[3]);
 
 // Tiles for head dim `d`: bm = bn = 64, bd = next power of two >= d (at least 16); kernels for
 // `dtype` tensors (f32, bf16, f16).

@@ -374,3 +374,32 @@ TEST_CASE("attention fusion falls back to smaller tiles where the device refuses
     CHECK(fuser.stats().rejected >= 1);
   }
 }
+
+TEST_CASE("HTR_ATTENTION_TILES: per-kernel tiles, parsed strictly", "[graph][fusion][attention]") {
+  using htr::sched::AttentionTile;
+  AttentionTile t[3];
+  REQUIRE(htr::sched::ParseAttentionTiles("128x64", t));
+  for (const AttentionTile& x : t) CHECK((x.bm == 128 && x.bn == 64));
+  REQUIRE(htr::sched::ParseAttentionTiles("16x32,32x16", t));
+  CHECK((t[0].bm == 16 && t[0].bn == 32));
+  CHECK((t[1].bm == 32 && t[1].bn == 16));
+  CHECK((t[2].bm == 32 && t[2].bn == 16));  // the last item repeats
+  REQUIRE(htr::sched::ParseAttentionTiles("64x64,128x64,64x128", t));
+  CHECK((t[2].bm == 64 && t[2].bn == 128));
+  for (const char* bad : {"", "64", "64x48", "8x64", "256x64", "64x64x", "64x64,", "64x64,64x64,64x64,64x64", "x64"}) {
+    INFO(bad);
+    CHECK_FALSE(htr::sched::ParseAttentionTiles(bad, t));
+  }
+  // Through the environment: the one-pass form keeps its default tiles; malformed is ignored.
+  setenv("HTR_ATTENTION_TILES", "32x16,16x32", 1);
+  const auto f = htr::sched::AttentionTileOverride(htr::sched::AttentionKernel::kForward);
+  const auto kv = htr::sched::AttentionTileOverride(htr::sched::AttentionKernel::kBackwardDkDv);
+  REQUIRE(f.has_value());
+  REQUIRE(kv.has_value());
+  CHECK((f->bm == 32 && f->bn == 16 && kv->bm == 16 && kv->bn == 32));
+  CHECK_FALSE(htr::sched::AttentionTileOverride(htr::sched::AttentionKernel::kOnePass).has_value());
+  setenv("HTR_ATTENTION_TILES", "64x65", 1);
+  CHECK_FALSE(htr::sched::AttentionTileOverride(htr::sched::AttentionKernel::kForward).has_value());
+  unsetenv("HTR_ATTENTION_TILES");
+  CHECK_FALSE(htr::sched::AttentionTileOverride(htr::sched::AttentionKernel::kForward).has_value());
+}

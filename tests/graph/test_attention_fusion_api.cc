@@ -297,3 +297,28 @@ TEST_CASE("a GPT-2 attention block runs without the heads' split, merge and the 
   }
   htr_graph_destroy(g);
 }
+
+// The tiles of each attention kernel from HTR_ATTENTION_TILES (scheduler/attention_fusion.h): the
+// bf16 GPT-2 block in the device mode runs the JIT kernels at non-square, per-kernel tiles (query
+// tiles of 16 / 32 / 64 rows, key tiles of 32 / 16 / 16: several programs and loop trips each)
+// and matches the unfused program as the default tiles do.
+TEST_CASE("HTR_ATTENTION_TILES runs each attention kernel at its own tiles", "[attention_lowp][attention_layout]") {
+  CpuRuntime env;
+  htr_graph_t* g = BuildGpt2Block();
+  const Result plain = RunGpt2(env, g, "bf16", "device", "0");
+  Result fused;
+  {
+    EnvVar t("HTR_ATTENTION_TILES", "16x32,32x16,64x16");
+    fused = RunGpt2(env, g, "bf16", "device", "1");
+  }
+  CHECK(Count(fused.ops, "[fused:attention]") == 1);
+  CHECK(Count(fused.ops, "[fused:attention_grad]") == 1);
+  const char* names[] = {"loss", "dx", "dwqkv", "dwp"};
+  REQUIRE(fused.out.size() == plain.out.size());
+  for (size_t k = 0; k < fused.out.size(); ++k) {
+    const double e = Nmse(fused.out[k], plain.out[k]);
+    INFO(names[k] << " NMSE " << e);
+    CHECK(e <= 3e-4);
+  }
+  htr_graph_destroy(g);
+}
