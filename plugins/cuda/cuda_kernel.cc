@@ -195,6 +195,12 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
     };
     target.attn_group_bytes_q = kib("HTR_CUDA_ATTN_GROUP_Q_KB", uint64_t{1} << 50);
     target.attn_group_bytes_k = kib("HTR_CUDA_ATTN_GROUP_K_KB", uint64_t{8} << 20);
+    // Warps per attention block (CudaTarget::attn_warps): HTR_CUDA_ATTN_WARPS=1/2/4/8 (a sweep
+    // knob for 128-row tiles, HTR_ATTENTION_TILES); unset: the block lowering's max_warps.
+    if (const char* aw = host.config("HTR_CUDA_ATTN_WARPS"); aw != nullptr && *aw != '\0') {
+      const int n = std::atoi(aw);
+      if (n == 1 || n == 2 || n == 4 || n == 8) target.attn_warps = static_cast<uint32_t>(n);
+    }
     ir::Rendered r;
     s = ir::render_cuda(k->kernel, analysis, k->spec, target, &r, &k->launch);
     if (!s.ok()) return from_ir(host, s, "render");

@@ -88,6 +88,11 @@ struct CudaTarget {
   // session 15: all heads in one group for query tiles, 8 MiB for key tiles).
   uint64_t attn_group_bytes_q = 0;
   uint64_t attn_group_bytes_k = 0;
+  // Warp-row attention lowering: at most this many warps per block (1, 2, 4 or 8; 0: max_warps).
+  // A program of R rows runs R/16 slabs over W warps of R/(16 W) slabs each: 4 warps make a
+  // 128-row tile FA2's arrangement (32 rows a warp: each shared-memory B fragment feeds two
+  // mma.sync). The cuda plugin reads HTR_CUDA_ATTN_WARPS.
+  uint32_t attn_warps = 0;
 };
 
 /* How to launch what render_cuda printed. block_program (dot-shaped or row

@@ -285,10 +285,11 @@ class AttnRenderer {
         if (k_.ops[i].opcode == HTR_KIR_OP_STORE) return no(why, "a store inside the loop");
     }
     // One 16-row slab per warp up to the target's warps per block (8 by default: R = 128 runs as
-    // 8 warps; HTR_CUDA_BLOCK_WARPS=4 makes it 4 warps of 32 rows each, FA2's arrangement).
-    const uint32_t slabs = R_ / 16;
+    // 8 warps; CudaTarget::attn_warps = 4 (or HTR_CUDA_BLOCK_WARPS=4 for every block lowering)
+    // makes it 4 warps of 32 rows each, FA2's arrangement).
+    const uint32_t slabs = R_ / 16, max_w = t.attn_warps != 0 ? t.attn_warps : t.max_warps;
     W_ = 1;
-    while (W_ * 2 <= slabs && slabs % (W_ * 2) == 0 && W_ * 2 <= t.max_warps && W_ * 2 <= 8) W_ *= 2;
+    while (W_ * 2 <= slabs && slabs % (W_ * 2) == 0 && W_ * 2 <= max_w && W_ * 2 <= 8) W_ *= 2;
     FM_ = slabs / W_;
     // Demand: reverse program order (a loop's body follows its FOR op).
     for (uint32_t ii = static_cast<uint32_t>(k_.ops.size()); ii-- > 0;) {

@@ -73,17 +73,22 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
     HTR_CUDA_TEST_SKIP("libnvrtc not found");
     return;
   }
-  // 64x64 (4 warps of 16 rows) and 128x64 (8 warps of 16 rows; 4 of 32 rows with max_warps 4).
+  // 64x64 (4 warps of 16 rows) and 128x64 (8 warps of 16 rows; 4 of 32 rows with max_warps 4 or
+  // with attn_warps 4, the attention lowering's own cap); 64x128 with attn_warps 4: the dK/dV
+  // kernel's 128 key rows as 4 warps of 32.
   struct TileCase {
-    uint32_t bm, bn, max_warps;
+    uint32_t bm, bn, max_warps, attn_warps;
   };
-  for (const TileCase tc : {TileCase{64, 64, 8}, TileCase{128, 64, 8}, TileCase{128, 64, 4}})
+  for (const TileCase tc : {TileCase{64, 64, 8, 0}, TileCase{128, 64, 8, 0}, TileCase{128, 64, 4, 0},
+                            TileCase{128, 64, 8, 4}, TileCase{64, 128, 8, 4}})
     for (uint32_t bd : {64u, 128u})
       for (htr_dtype_t dt : {HTR_DTYPE_BF16, HTR_DTYPE_F16}) {
         const auto irs = Kernels(Cfg(bd, dt, tc.bm, tc.bn));
         for (size_t ki = 0; ki < irs.size(); ++ki) {
-          // The dK/dV kernel's rows are the key tile (bn): 128x64 changes only the other two.
-          if (tc.bm != 64 && ki == 2) continue;
+          // The dK/dV kernel's rows are the key tile (bn): 128x64 changes only the other two,
+          // 64x128 only dK/dV.
+          if ((tc.bm != 64 && ki == 2) || (tc.bn != 64 && ki != 2)) continue;
+          const uint32_t rows = ki == 2 ? tc.bn : tc.bm, warps = tc.attn_warps ? tc.attn_warps : tc.max_warps;
           const auto& bytes = irs[ki];
           ir::Kernel kern;
           ir::Analysis an;
@@ -92,17 +97,20 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
           ir::CudaTarget target;
           target.smem_bytes = 227 * 1024;
           target.max_warps = tc.max_warps;
+          target.attn_warps = tc.attn_warps;
           ir::Rendered r;
           ir::CudaLaunch launch;
           REQUIRE(ir::render_cuda(kern, an, {}, target, &r, &launch).ok());
           INFO(kern.name << " bd " << bd << " tile " << tc.bm << "x" << tc.bn << ": " << launch.lowering);
           CHECK(launch.lowering.rfind("block-attn", 0) == 0);
           CHECK(launch.block_program);
-          CHECK(launch.threads == 32 * std::min<uint32_t>(tc.max_warps, tc.bm / 16));
+          CHECK(launch.threads == 32 * std::min<uint32_t>(warps, rows / 16));
           htr_test_cuda::DumpSource(kern.name + "_" + std::to_string(bd) + (dt == HTR_DTYPE_BF16 ? "_bf16" : "_f16") +
-                                        (tc.bm == 64 ? std::string() : "_" + std::to_string(tc.bm) + "x" +
-                                                                           std::to_string(tc.bn) + "w" +
-                                                                           std::to_string(tc.max_warps)) +
+                                        (tc.bm == 64 && tc.bn == 64
+                                             ? std::string()
+                                             : "_" + std::to_string(tc.bm) + "x" + std::to_string(tc.bn) + "w" +
+                                                   std::to_string(tc.max_warps) +
+                                                   (tc.attn_warps ? "a" + std::to_string(tc.attn_warps) : "")) +
                                         ".cu",
                                     r.source);
           // Causal masks are compared per element on diagonal tiles only (the select's condition,
