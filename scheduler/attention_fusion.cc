@@ -1041,7 +1041,7 @@ bool ParseAttentionTiles(const std::string& text, AttentionTile out[3]) {
   AttentionTile t[3];
   size_t at = 0;
   for (int i = 0; i < 3; ++i) {
-    const size_t end = std::min(text.find(',', at), text.size());
+    const size_t end = std::min(text.find_first_of(",/", at), text.size());
     const std::string item = text.substr(at, end - at);
     unsigned bm = 0, bn = 0;
     char extra = 0;
@@ -1069,7 +1069,7 @@ std::optional<AttentionTile> AttentionTileOverride(AttentionKernel kernel) {
     static bool warned = false;
     if (!warned) {
       warned = true;
-      std::fprintf(stderr, "htr: HTR_ATTENTION_TILES=%s ignored (want BMxBN[,BMxBN[,BMxBN]], powers of two 16..128)\n",
+      std::fprintf(stderr, "htr: HTR_ATTENTION_TILES=%s ignored (want BMxBN[,BMxBN[,BMxBN]] (',' or '/'), powers of two 16..128)\n",
                    v->c_str());
     }
     return std::nullopt;

@@ -76,8 +76,8 @@ bool AttentionFusionEnabledByEnv();
 bool AttentionViewsEnabledByEnv();
 
 // Per-kernel tiles (query rows bm, key rows bn) overriding AttentionConfigFor's default ones, from
-// HTR_ATTENTION_TILES=FWD[,DQ[,DKDV]] (each BMxBN, powers of two 16..128; a missing item repeats
-// the last): for measuring tiles in a training step (htr-bench attention-gpu sweeps them alone).
+// HTR_ATTENTION_TILES=FWD[,DQ[,DKDV]] (each BMxBN, powers of two 16..128; ',' or '/' between
+// them; a missing item repeats the last): for measuring tiles in a training step (htr-bench attention-gpu sweeps them alone).
 // Unset or malformed (a warning on stderr, once): none. The one-pass backward keeps the defaults.
 struct AttentionTile {
   uint32_t bm = 64, bn = 64;

@@ -386,6 +386,8 @@ TEST_CASE("HTR_ATTENTION_TILES: per-kernel tiles, parsed strictly", "[graph][fus
   CHECK((t[2].bm == 32 && t[2].bn == 16));  // the last item repeats
   REQUIRE(htr::sched::ParseAttentionTiles("64x64,128x64,64x128", t));
   CHECK((t[2].bm == 64 && t[2].bn == 128));
+  REQUIRE(htr::sched::ParseAttentionTiles("128x64/64x64", t));  // '/' too (integrated_check.sh's settings split at ',')
+  CHECK((t[0].bm == 128 && t[1].bm == 64 && t[2].bm == 64));
   for (const char* bad : {"", "64", "64x48", "8x64", "256x64", "64x64x", "64x64,", "64x64,64x64,64x64,64x64", "x64"}) {
     INFO(bad);
     CHECK_FALSE(htr::sched::ParseAttentionTiles(bad, t));
