@@ -4,6 +4,7 @@
 
 #include "cuda_memory.h"
 #include "cuda_nvrtc.h"
+#include "cuda_occupancy.h"
 #include "cuda_stream.h"
 #include "htr_sdk_ir.h"
 #include "htr_sdk_render_cuda.h"
@@ -201,34 +202,100 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
       const int n = std::atoi(aw);
       if (n == 1 || n == 2 || n == 4 || n == 8) target.attn_warps = static_cast<uint32_t>(n);
     }
-    ir::Rendered r;
-    s = ir::render_cuda(k->kernel, analysis, k->spec, target, &r, &k->launch);
-    if (!s.ok()) return from_ir(host, s, "render");
-    host.log(HTR_LOG_DEBUG, "cuda: kernel %s: %s", k->kernel.name.c_str(), k->launch.lowering.c_str());
-    Nvrtc::Result built;
-    HTR_SDK_RETURN_IF_ERROR(
-        ctx->nvrtc.build(host, r.source, k->kernel.name, device->cc_major * 10 + device->cc_minor, &built));
-    HTR_SDK_RETURN_IF_ERROR(make_current(device));
+    // Renders with `t`, compiles and loads: module, function and launch into *m (its module
+    // unloaded again on failure).
+    struct Loaded {
+      CUmodule module = nullptr;
+      CUfunction function = nullptr;
+      ir::CudaLaunch launch;
+      Nvrtc::Result built;
+    };
     const Driver& d = device->drv();
-    HTR_SDK_RETURN_IF_ERROR(cu_status(device, d.cuModuleLoadData(&k->module, built.cubin.data()), "cuModuleLoadData"));
-    if (htr_status_t st = cu_status(device, d.cuModuleGetFunction(&k->function, k->module, r.entry.c_str()),
-                                    "cuModuleGetFunction")) {
-      d.cuModuleUnload(k->module);
+    auto load = [&](const ir::CudaTarget& t, Loaded* m) -> htr_status_t {
+      ir::Rendered r;
+      const ir::Status rs = ir::render_cuda(k->kernel, analysis, k->spec, t, &r, &m->launch);
+      if (!rs.ok()) return from_ir(host, rs, "render");
+      HTR_SDK_RETURN_IF_ERROR(
+          ctx->nvrtc.build(host, r.source, k->kernel.name, device->cc_major * 10 + device->cc_minor, &m->built));
+      HTR_SDK_RETURN_IF_ERROR(make_current(device));
+      HTR_SDK_RETURN_IF_ERROR(
+          cu_status(device, d.cuModuleLoadData(&m->module, m->built.cubin.data()), "cuModuleLoadData"));
+      htr_status_t st = cu_status(device, d.cuModuleGetFunction(&m->function, m->module, r.entry.c_str()),
+                                  "cuModuleGetFunction");
+      if (st == nullptr && m->launch.smem_bytes > 48 * 1024)
+        st = cu_status(device,
+                       d.cuFuncSetAttribute(m->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            static_cast<int>(m->launch.smem_bytes)),
+                       "cuFuncSetAttribute");
+      if (st != nullptr) {
+        d.cuModuleUnload(m->module);
+        m->module = nullptr;
+      }
       return st;
-    }
-    if (k->launch.smem_bytes > 48 * 1024) {
-      if (htr_status_t st = cu_status(device,
-                                      d.cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                           static_cast<int>(k->launch.smem_bytes)),
-                                      "cuFuncSetAttribute")) {
-        d.cuModuleUnload(k->module);
-        return st;
+    };
+    Loaded first;
+    HTR_SDK_RETURN_IF_ERROR(load(target, &first));
+    host.log(HTR_LOG_DEBUG, "cuda: kernel %s: %s", k->kernel.name.c_str(), first.launch.lowering.c_str());
+    bool cache_hit = first.built.cache_hit;
+    // Warp-row attention kernels whose registers alone cost a resident block per SM are compiled
+    // once more asking ptxas for one more block (__launch_bounds__(threads, N)); the second build
+    // is kept where it spills no more than the first (its local memory is no larger) and reaches
+    // N blocks (cuda_occupancy.h). HTR_CUDA_ATTN_OCCUPANCY=0 keeps the first build.
+    const char* occ_env = host.config("HTR_CUDA_ATTN_OCCUPANCY");
+    if (first.launch.lowering.rfind("block-attn", 0) == 0 && d.cuFuncGetAttribute != nullptr &&
+        !(occ_env != nullptr && std::strcmp(occ_env, "0") == 0)) {
+      SmResources sm;
+      auto attr = [&](int a, int* v) {
+        if (d.cuDeviceGetAttribute(v, a, device->cu_device) != CUDA_SUCCESS) *v = 0;
+      };
+      attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, &sm.regs);
+      attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &sm.smem);
+      attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, &sm.threads);
+      attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, &sm.blocks);
+      attr(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, &sm.reserved_smem);
+      auto use_of = [&](const Loaded& m, int* local) {
+        KernelUse u;
+        u.threads = m.launch.threads;
+        u.smem_bytes = m.launch.smem_bytes;
+        if (d.cuFuncGetAttribute(&u.regs_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, m.function) != CUDA_SUCCESS)
+          u.regs_per_thread = 0;
+        if (d.cuFuncGetAttribute(local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, m.function) != CUDA_SUCCESS) *local = -1;
+        return u;
+      };
+      int local1 = 0;
+      const KernelUse u1 = use_of(first, &local1);
+      const Occupancy o1 = BlocksPerSm(sm, u1);
+      const uint32_t want = local1 >= 0 ? MinBlocksToTry(o1) : 0;
+      if (want > 0) {
+        ir::CudaTarget t2 = target;
+        t2.attn_min_blocks = want;
+        Loaded second;
+        if (load(t2, &second) == nullptr) {
+          int local2 = 0;
+          const KernelUse u2 = use_of(second, &local2);
+          const Occupancy o2 = BlocksPerSm(sm, u2);
+          const bool keep = local2 >= 0 && local2 <= local1 && o2.blocks >= static_cast<int>(want);
+          host.log(HTR_LOG_DEBUG, "cuda: kernel %s: %d registers (%d blocks/SM) -> %d registers, %d blocks/SM, "
+                   "local %d -> %d bytes: %s", k->kernel.name.c_str(), u1.regs_per_thread, o1.blocks,
+                   u2.regs_per_thread, o2.blocks, local1, local2, keep ? "kept" : "dropped");
+          if (keep) {
+            d.cuModuleUnload(first.module);
+            cache_hit = cache_hit && second.built.cache_hit;
+            first = std::move(second);
+          } else {
+            d.cuModuleUnload(second.module);
+          }
+        }
       }
     }
+    k->module = first.module;
+    k->function = first.function;
+    k->launch = first.launch;
+    const Nvrtc::Result& built = first.built;
     if (out_info != nullptr) {
       htr_kernel_compile_info_t info{};
       info.struct_size = out_info->struct_size;
-      info.cache_hit = built.cache_hit ? 1 : 0;
+      info.cache_hit = cache_hit ? 1 : 0;
       info.compile_ns = static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
       std::snprintf(info.backend, sizeof info.backend, "nvrtc-sm_%d%d%s", device->cc_major, device->cc_minor,

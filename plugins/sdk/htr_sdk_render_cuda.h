@@ -93,6 +93,11 @@ struct CudaTarget {
   // 128-row tile FA2's arrangement (32 rows a warp: each shared-memory B fragment feeds two
   // mma.sync). The cuda plugin reads HTR_CUDA_ATTN_WARPS.
   uint32_t attn_warps = 0;
+  // Warp-row attention lowering: > 0 prints __launch_bounds__(threads, attn_min_blocks), so ptxas
+  // keeps the registers at what that many resident blocks per SM leave (it spills if it must).
+  // The cuda plugin sets it on a second compile where the first one's registers alone cost a block
+  // per SM and the second spills no more (cuda_occupancy.h).
+  uint32_t attn_min_blocks = 0;
 };
 
 /* How to launch what render_cuda printed. block_program (dot-shaped or row

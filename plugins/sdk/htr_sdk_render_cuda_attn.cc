@@ -418,6 +418,7 @@ class AttnRenderer {
     // about attn_group_bytes_q / _k of loop tiles (the loop's staged bytes an iteration, counted once
     // per pair of twins, times program_id(0)'s extent, which is the loop's tile count), so that a
     // group's operands stay in L2.
+    min_blocks_ = t.attn_min_blocks;
     if (for_op_ != UINT32_MAX) {
       reverse_ = depends_on_pid0(k_.ops[for_op_].operands[1], 0);
       const uint64_t gb = reverse_ ? t.attn_group_bytes_q
@@ -458,8 +459,9 @@ class AttnRenderer {
     }
     out->entry = "htr_k_" + k_.name;
     const std::string T = std::to_string(W_ * 32);
+    const std::string min_blocks = min_blocks_ > 0 ? ", " + std::to_string(min_blocks_) : "";
     s_ = d_.prelude + cuda_block_prelude() + kAttnPrelude + "\nextern \"C\" __global__ void __launch_bounds__(" + T +
-         ") " + out->entry + "(int32_t htr_g0, int32_t htr_g1, int32_t htr_g2";
+         min_blocks + ") " + out->entry + "(int32_t htr_g0, int32_t htr_g1, int32_t htr_g2";
     for (const auto& prm : params) s_ += ", " + prm;
     s_ += ") {\n"
           "  const int64_t htr_lin = blockIdx.x;\n"
@@ -1372,6 +1374,7 @@ class AttnRenderer {
   uint64_t group_bytes_ = 0;  // CudaTarget::attn_group_bytes_q / _k where the order applies, else 0
   uint64_t loop_bytes_ = 0;   // the loop's staged bytes an iteration (twins once)
   uint32_t R_ = 0, W_ = 1, FM_ = 1, smem_ = 0;
+  uint32_t min_blocks_ = 0;  // CudaTarget::attn_min_blocks
   std::string s_;
   int depth_ = 0;
 };

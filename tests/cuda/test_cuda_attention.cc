@@ -20,6 +20,7 @@
 #include "htr/htr_kernel.h"
 #include "htr_sdk_ir.h"
 #include "htr_sdk_render_cuda.h"
+#include "cuda_occupancy.h"
 #include "nvrtc_check.h"
 #include "ops/kernels/kernels.h"
 
@@ -59,6 +60,31 @@ std::vector<ir::Specialization> ContiguousSpec(const ir::Kernel& kern, int64_t H
     else if (n.rfind("stride_", 0) == 0 && n.size() > 2) {
       const char c = n.back();
       v = c == 'b' ? H * T * D : c == 'h' ? T * D : c == 't' ? D : c == 'd' ? 1 : -1;
+    }
+    if (v < 0) continue;
+    spec[i].set = true;
+    spec[i].i = v;
+  }
+  return spec;
+}
+
+// The same for the views htr-train's GPT-2 binds (scheduler/attention_fusion.h): q, k, v (and dq,
+// dk, dv) column blocks of one [B, T, 3, H, D] buffer at element offsets 0, C, 2C; o and do
+// [B, T, H, D] (C = H * D).
+std::vector<ir::Specialization> Gpt2Spec(const ir::Kernel& kern, int64_t H, int64_t T, int64_t D) {
+  std::vector<ir::Specialization> spec = ContiguousSpec(kern, H, T, D);
+  const int64_t C = H * D;
+  for (size_t i = 0; i < kern.args.size(); ++i) {
+    const std::string& n = kern.args[i].name;
+    int64_t v = -1;
+    if (n.rfind("stride_", 0) == 0) {
+      const std::string t = n.substr(7, n.size() - 9);  // the tensor's name
+      const int64_t st = t == "o" || t == "do" ? C : 3 * C;
+      const char c = n.back();
+      v = c == 'b' ? T * st : c == 'h' ? D : c == 't' ? st : 1;
+    } else if (n.rfind("offset_", 0) == 0) {
+      const std::string t = n.substr(7);
+      v = t == "k" || t == "dk" ? C : t == "v" || t == "dv" ? 2 * C : 0;
     }
     if (v < 0) continue;
     spec[i].set = true;
@@ -152,15 +178,20 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
       }
   // Specialized as the attention rewrite compiles them (H, T, D and every stride baked in:
   // scheduler/attention_fusion.cc's Scalars): still the warp-row lowering, and NVRTC compiles them.
-  for (uint32_t bd : {64u, 128u}) {
-    const auto irs = Kernels(Cfg(bd, HTR_DTYPE_BF16, 64, 64, true));
+  // bd 64 twice: contiguous tensors, then GPT-2's views (offsets, the qkv projection's strides).
+  for (uint32_t pass = 0; pass < 3; ++pass) {
+    const uint32_t bd = pass == 1 ? 128u : 64u;
+    const bool gpt2 = pass == 2;
+    k::AttentionConfig cfg = Cfg(bd, HTR_DTYPE_BF16, 64, 64, true);
+    cfg.offsets = gpt2;
+    const auto irs = Kernels(cfg);
     for (size_t ki = 0; ki < irs.size(); ++ki) {
       ir::Kernel kern;
       ir::Analysis an;
       REQUIRE(ir::read(irs[ki].data(), irs[ki].size(), &kern).ok());
       REQUIRE(ir::verify(kern, &an).ok());
       const int64_t H = 12, T = bd == 64 ? 1024 : 4096, D = bd;
-      const std::vector<ir::Specialization> spec = ContiguousSpec(kern, H, T, D);
+      const std::vector<ir::Specialization> spec = gpt2 ? Gpt2Spec(kern, H, T, D) : ContiguousSpec(kern, H, T, D);
       ir::CudaTarget target;
       target.smem_bytes = 227 * 1024;
       ir::Rendered r;
@@ -176,11 +207,27 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
       if (ki == 0) {
         CHECK(r.source.find("x = htr_at_maxf(x, ") != std::string::npos);
       }
-      htr_test_cuda::DumpSource(kern.name + "_" + std::to_string(bd) + "_bf16_spec.cu", r.source);
+      htr_test_cuda::DumpSource(kern.name + "_" + std::to_string(bd) + (gpt2 ? "_bf16_spec_gpt2.cu" : "_bf16_spec.cu"),
+                                r.source);
       std::string text;
       const int rc = nv.compile(r.source, &text);
       INFO(text);
       CHECK(rc == 0);
+      CHECK(r.source.find("__launch_bounds__(" + std::to_string(launch.threads) + ") ") != std::string::npos);
+      if (gpt2 && ki == 0) {
+        // The cuda plugin's second compile (cuda_occupancy.h): the gpt2 forward took 140 registers
+        // (3 blocks a SM) here; asked for 4 blocks, it renders the bound and NVRTC takes it.
+        ir::CudaTarget t4 = target;
+        t4.attn_min_blocks = 4;
+        ir::Rendered r4;
+        ir::CudaLaunch l4;
+        REQUIRE(ir::render_cuda(kern, an, spec, t4, &r4, &l4).ok());
+        CHECK(l4.threads == launch.threads);
+        CHECK(r4.source.find("__launch_bounds__(" + std::to_string(l4.threads) + ", 4) ") != std::string::npos);
+        htr_test_cuda::DumpSource(kern.name + "_64_bf16_spec_gpt2_b4.cu", r4.source);
+        std::string t4log;
+        CHECK(nv.compile(r4.source, &t4log) == 0);
+      }
       // Longest first across groups of heads (CudaTarget::attn_group_bytes_q / _k, 16 MiB
       // here): (batch, head) varies fastest within a group in launch order; query tiles
       // (forward, dQ) count down from the last, key tiles (dK/dV) up from the first. Without it,
@@ -547,3 +594,51 @@ TEST_CASE("bf16 flash attention on cuda:0 matches double causal attention", "[gp
 }
 
 }  // namespace
+
+// The cuda plugin's second compile of a warp-row attention kernel (plugins/cuda/cuda_occupancy.h):
+// blocks per SM from registers (allocated per warp in 256s), shared memory (plus the driver's
+// reserve), threads and the block limit; one more block is asked for only where registers alone
+// are the limit. H100/H200 resources: 64K registers, 228 KiB shared memory, 2048 threads, 32 blocks.
+TEST_CASE("attention occupancy: blocks per SM and the second compile's target", "[render]") {
+  htr_cuda::SmResources sm;
+  sm.regs = 65536;
+  sm.smem = 233472;
+  sm.threads = 2048;
+  sm.blocks = 32;
+  sm.reserved_smem = 1024;
+  auto occ = [&](int regs, uint32_t threads, uint32_t smem) {
+    htr_cuda::KernelUse u;
+    u.regs_per_thread = regs;
+    u.threads = threads;
+    u.smem_bytes = smem;
+    return htr_cuda::BlocksPerSm(sm, u);
+  };
+  // The gpt2 forward (4 warps, 40 KiB): 140 registers -> 3 blocks (14 warps' worth), ask for 4;
+  // 128 -> 4, and shared memory would allow 5: ask for 5 (the plugin drops it if it spills).
+  htr_cuda::Occupancy o = occ(140, 128, 40960);
+  CHECK(o.by_regs == 3);
+  CHECK(o.by_others == 5);
+  CHECK(o.blocks == 3);
+  CHECK(htr_cuda::MinBlocksToTry(o) == 4);
+  o = occ(128, 128, 40960);
+  CHECK(o.blocks == 4);
+  CHECK(htr_cuda::MinBlocksToTry(o) == 5);
+  // 121 registers round up to 128 per thread: still 4.
+  CHECK(occ(121, 128, 40960).by_regs == 4);
+  // dK/dV (245 registers, 72 KiB): 2 blocks by registers, 3 by shared memory: ask for 3.
+  o = occ(245, 128, 73728);
+  CHECK(o.blocks == 2);
+  CHECK(htr_cuda::MinBlocksToTry(o) == 3);
+  // Shared memory the limit (100 KiB a block: 2): no second compile.
+  o = occ(128, 128, 102400);
+  CHECK(o.blocks == 2);
+  CHECK(htr_cuda::MinBlocksToTry(o) == 0);
+  // Threads the limit (1024-thread blocks, 32 registers: 2 by threads and by registers).
+  o = occ(32, 1024, 0);
+  CHECK(o.blocks == 2);
+  CHECK(htr_cuda::MinBlocksToTry(o) == 0);
+  // Unknown resources or registers: 0 blocks, nothing to try.
+  CHECK(occ(0, 128, 0).blocks == 0);
+  sm.regs = 0;
+  CHECK(htr_cuda::MinBlocksToTry(occ(140, 128, 40960)) == 0);
+}
