@@ -270,7 +270,13 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
         ir::CudaTarget t2 = target;
         t2.attn_min_blocks = want;
         Loaded second;
-        if (load(t2, &second) == nullptr) {
+        // The two sources differ only in the launch bound: a failure here (NVRTC, out of memory,
+        // a lost device) fails the compile with its own message (a status the host must receive).
+        if (htr_status_t st = load(t2, &second)) {
+          d.cuModuleUnload(first.module);
+          return st;
+        }
+        {
           int local2 = 0;
           const KernelUse u2 = use_of(second, &local2);
           const Occupancy o2 = BlocksPerSm(sm, u2);
