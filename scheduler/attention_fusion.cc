@@ -3,6 +3,7 @@
 #include "attention_fusion.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -1066,9 +1067,8 @@ std::optional<AttentionTile> AttentionTileOverride(AttentionKernel kernel) {
   if (!v || v->empty()) return std::nullopt;
   AttentionTile t[3];
   if (!ParseAttentionTiles(*v, t)) {
-    static bool warned = false;
-    if (!warned) {
-      warned = true;
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
       std::fprintf(stderr, "htr: HTR_ATTENTION_TILES=%s ignored (want BMxBN[,BMxBN[,BMxBN]] (',' or '/'), powers of two 16..128)\n",
                    v->c_str());
     }
