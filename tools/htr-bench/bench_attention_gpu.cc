@@ -244,27 +244,57 @@ View ViewOf(const Shape& s, bool gpt2, Role r) {
 const std::vector<Role> kRolesOf[6] = {{kQ, kK, kV, kO},       {kQ, kK, kV, kO, kDO, kDQ}, {kQ, kK, kV, kDO, kDK, kDV},
                                        {kO, kDO},              {kQ, kK, kV, kDO, kDK, kDV}, {kDQ}};
 
-// The integer scalars the attention rewrite specializes (H, T, D, then each tensor's strides
-// b, h, t, d, then, with offsets, each tensor's element offset; the scale stays an argument):
-// kernel i has `pointers` pointer arguments first, then H, T, D, scale, the strides, the offsets.
-std::vector<htr_kernel_scalar_t> SpecOf(const Shape& s, bool gpt2, uint32_t pointers, const std::vector<Role>& roles) {
-  std::vector<htr_kernel_scalar_t> v;
-  auto add = [&](uint32_t idx, int64_t x) {
-    htr_kernel_scalar_t k{};
-    k.arg_index = idx;
-    k.i = x;
-    v.push_back(k);
-  };
-  add(pointers, s.H);
-  add(pointers + 1, s.T);
-  add(pointers + 2, s.D);
-  uint32_t idx = pointers + 4;
-  for (Role r : roles) {
+htr_kernel_launch_arg_t TA(htr_tensor_t* t) {
+  htr_kernel_launch_arg_t a{};
+  a.kind = HTR_KERNEL_ARG_TENSOR;
+  a.tensor = t;
+  return a;
+}
+htr_kernel_launch_arg_t IA(int64_t v) {
+  htr_kernel_launch_arg_t a{};
+  a.kind = HTR_KERNEL_ARG_INT;
+  a.i = v;
+  return a;
+}
+
+// Kernel i's arguments after its tensors, as the attention rewrite passes them
+// (scheduler/attention_fusion.cc's Scalars): for prep and dq_finish B*H*T first; then H, T, D, the
+// scale, the strides b, h, t, d of each of kRolesOf[i] and, in the gpt2 layout (offsets), their
+// element offsets.
+std::vector<htr_kernel_launch_arg_t> ScalarArgs(const Shape& s, bool gpt2, int kernel) {
+  std::vector<htr_kernel_launch_arg_t> a;
+  if (kernel == 3 || kernel == 5) a.push_back(IA(s.B * s.H * s.T));
+  a.push_back(IA(s.H));
+  a.push_back(IA(s.T));
+  a.push_back(IA(s.D));
+  htr_kernel_launch_arg_t scale{};
+  scale.kind = HTR_KERNEL_ARG_FLOAT;
+  scale.f = 1.0 / std::sqrt(static_cast<double>(s.D));
+  a.push_back(scale);
+  for (Role r : kRolesOf[kernel]) {
     const View w = ViewOf(s, gpt2, r);
-    for (int64_t x : {w.sb, w.sh, w.st, w.sd}) add(idx++, x);
+    for (int64_t x : {w.sb, w.sh, w.st, w.sd}) a.push_back(IA(x));
   }
   if (gpt2)
-    for (Role r : roles) add(idx++, ViewOf(s, gpt2, r).off);
+    for (Role r : kRolesOf[kernel]) a.push_back(IA(ViewOf(s, gpt2, r).off));
+  return a;
+}
+
+// Tensor arguments of each kernel: 5 / 8 / 8 / 4 / 9 / 2 (MakeCalls).
+constexpr uint32_t kPointers[kKernels] = {5, 8, 8, 4, 9, 2};
+
+// What the attention rewrite specializes: every integer scalar of ScalarArgs (the scale stays an
+// argument).
+std::vector<htr_kernel_scalar_t> SpecOf(const Shape& s, bool gpt2, int kernel) {
+  std::vector<htr_kernel_scalar_t> v;
+  const std::vector<htr_kernel_launch_arg_t> a = ScalarArgs(s, gpt2, kernel);
+  for (size_t j = 0; j < a.size(); ++j) {
+    if (a[j].kind != HTR_KERNEL_ARG_INT) continue;
+    htr_kernel_scalar_t k{};
+    k.arg_index = kPointers[kernel] + static_cast<uint32_t>(j);
+    k.i = a[j].i;
+    v.push_back(k);
+  }
   return v;
 }
 
@@ -287,18 +317,8 @@ std::string Compile(htr_device_t* dev, const Tile& t, const Shape& s, bool speci
                    !htr::kernels::BuildAttentionBackwardDkDvQ(c, &ir[4]).ok() ||
                    !htr::kernels::BuildAttentionBackwardDqFinish(c, kOnePassRows, &ir[5]).ok()))
     return "building the one-pass backward kernels failed";
-  // Argument lists as MakeCalls builds them: 5 / 8 / 8 / 4 / 9 / 2 pointers (prep and dq_finish:
-  // then B*H*T, specialized too), then the scalars of kRolesOf's strided tensors.
-  const uint32_t pointers[kKernels] = {5, 8, 8, 4, 9, 2};
   for (int i = 0; i < (one_pass ? kKernels : 3); ++i) {
-    const bool rows = i == 3 || i == 5;
-    std::vector<htr_kernel_scalar_t> spec = SpecOf(s, gpt2, pointers[i] + (rows ? 1 : 0), kRolesOf[i]);
-    if (rows) {
-      htr_kernel_scalar_t bht{};
-      bht.arg_index = pointers[i];
-      bht.i = s.B * s.H * s.T;
-      spec.push_back(bht);
-    }
+    const std::vector<htr_kernel_scalar_t> spec = SpecOf(s, gpt2, i);
     htr_kernel_compile_options_t opt{};
     opt.struct_size = sizeof opt;
     opt.specializations = spec.data();
@@ -365,19 +385,6 @@ std::string MakeBufs(htr_device_t* dev, const Shape& s, bool gpt2, Bufs* b) {
   return make(HTR_DTYPE_F32, n, &b->dqacc);
 }
 
-htr_kernel_launch_arg_t TA(htr_tensor_t* t) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_TENSOR;
-  a.tensor = t;
-  return a;
-}
-htr_kernel_launch_arg_t IA(int64_t v) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_INT;
-  a.i = v;
-  return a;
-}
-
 // Launch argument lists of the kernels (views as ViewOf lays them out).
 struct Calls {
   std::vector<htr_kernel_launch_arg_t> a[kKernels];
@@ -385,34 +392,20 @@ struct Calls {
 };
 Calls MakeCalls(const Shape& s, bool gpt2, const Tile& t, const Bufs& b) {
   Calls c;
-  htr_kernel_launch_arg_t scale{};
-  scale.kind = HTR_KERNEL_ARG_FLOAT;
-  scale.f = 1.0 / std::sqrt(static_cast<double>(s.D));
-  auto tail = [&](int kernel) {
-    std::vector<htr_kernel_launch_arg_t>* a = &c.a[kernel];
-    a->push_back(IA(s.H));
-    a->push_back(IA(s.T));
-    a->push_back(IA(s.D));
-    a->push_back(scale);
-    for (Role r : kRolesOf[kernel]) {
-      const View w = ViewOf(s, gpt2, r);
-      for (int64_t st : {w.sb, w.sh, w.st, w.sd}) a->push_back(IA(st));
-    }
-    if (gpt2)
-      for (Role r : kRolesOf[kernel]) a->push_back(IA(ViewOf(s, gpt2, r).off));
-  };
   auto R = [&](Role r) { return TA(b.role[r]); };
   c.a[0] = {R(kQ), R(kK), R(kV), R(kO), TA(b.lse)};
   c.a[1] = {R(kQ), R(kK), R(kV), R(kO), R(kDO), TA(b.lse), TA(b.delta), R(kDQ)};
   c.a[2] = {R(kQ), R(kK), R(kV), R(kDO), TA(b.lse), TA(b.delta), R(kDK), R(kDV)};
+  c.a[3] = {R(kO), R(kDO), TA(b.delta), TA(b.dqacc)};
+  c.a[4] = {R(kQ), R(kK), R(kV), R(kDO), TA(b.lse), TA(b.delta), TA(b.dqacc), R(kDK), R(kDV)};
+  c.a[5] = {TA(b.dqacc), R(kDQ)};
+  for (int i = 0; i < kKernels; ++i) {
+    const std::vector<htr_kernel_launch_arg_t> tail = ScalarArgs(s, gpt2, i);
+    c.a[i].insert(c.a[i].end(), tail.begin(), tail.end());
+  }
   const uint32_t bh = static_cast<uint32_t>(s.B * s.H);
   const uint32_t gm = static_cast<uint32_t>((s.T + t.bm - 1) / t.bm), gn = static_cast<uint32_t>((s.T + t.bn - 1) / t.bn);
-  const int64_t bht = s.B * s.H * s.T;
-  c.a[3] = {R(kO), R(kDO), TA(b.delta), TA(b.dqacc), IA(bht)};
-  c.a[4] = {R(kQ), R(kK), R(kV), R(kDO), TA(b.lse), TA(b.delta), TA(b.dqacc), R(kDK), R(kDV)};
-  c.a[5] = {TA(b.dqacc), R(kDQ), IA(bht)};
-  for (int i = 0; i < kKernels; ++i) tail(i);
-  const uint32_t gr = static_cast<uint32_t>((bht + kOnePassRows - 1) / kOnePassRows);
+  const uint32_t gr = static_cast<uint32_t>((s.B * s.H * s.T + kOnePassRows - 1) / kOnePassRows);
   const uint32_t g[kKernels][3] = {{gm, bh, 1}, {gm, bh, 1}, {gn, bh, 1}, {gr, 1, 1}, {gn, bh, 1}, {gr, 1, 1}};
   std::memcpy(c.grid, g, sizeof g);
   return c;
