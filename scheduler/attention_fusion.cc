@@ -1068,10 +1068,11 @@ std::optional<AttentionTile> AttentionTileOverride(AttentionKernel kernel) {
   AttentionTile t[3];
   if (!ParseAttentionTiles(*v, t)) {
     static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
+    // stderr directly: the scheduler's passes also build into the runtime-free test core, which has
+    // no logger.
+    if (!warned.exchange(true))
       std::fprintf(stderr, "htr: HTR_ATTENTION_TILES=%s ignored (want BMxBN[,BMxBN[,BMxBN]] (',' or '/'), powers of two 16..128)\n",
                    v->c_str());
-    }
     return std::nullopt;
   }
   return t[static_cast<int>(kernel)];

@@ -276,21 +276,19 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
           d.cuModuleUnload(first.module);
           return st;
         }
-        {
-          int local2 = 0;
-          const KernelUse u2 = use_of(second, &local2);
-          const Occupancy o2 = BlocksPerSm(sm, u2);
-          const bool keep = local2 >= 0 && local2 <= local1 && o2.blocks >= static_cast<int>(want);
-          host.log(HTR_LOG_DEBUG, "cuda: kernel %s: %d registers (%d blocks/SM) -> %d registers, %d blocks/SM, "
-                   "local %d -> %d bytes: %s", k->kernel.name.c_str(), u1.regs_per_thread, o1.blocks,
-                   u2.regs_per_thread, o2.blocks, local1, local2, keep ? "kept" : "dropped");
-          if (keep) {
-            d.cuModuleUnload(first.module);
-            cache_hit = cache_hit && second.built.cache_hit;
-            first = std::move(second);
-          } else {
-            d.cuModuleUnload(second.module);
-          }
+        int local2 = 0;
+        const KernelUse u2 = use_of(second, &local2);
+        const Occupancy o2 = BlocksPerSm(sm, u2);
+        const bool keep = local2 >= 0 && local2 <= local1 && o2.blocks >= static_cast<int>(want);
+        host.log(HTR_LOG_DEBUG, "cuda: kernel %s: %d registers (%d blocks/SM) -> %d registers, %d blocks/SM, "
+                 "local %d -> %d bytes: %s", k->kernel.name.c_str(), u1.regs_per_thread, o1.blocks,
+                 u2.regs_per_thread, o2.blocks, local1, local2, keep ? "kept" : "dropped");
+        if (keep) {
+          d.cuModuleUnload(first.module);
+          cache_hit = cache_hit && second.built.cache_hit;
+          first = std::move(second);
+        } else {
+          d.cuModuleUnload(second.module);
         }
       }
     }

@@ -291,6 +291,7 @@ class AttnRenderer {
     W_ = 1;
     while (W_ * 2 <= slabs && slabs % (W_ * 2) == 0 && W_ * 2 <= max_w && W_ * 2 <= 8) W_ *= 2;
     FM_ = slabs / W_;
+    min_blocks_ = t.attn_min_blocks;
     // Demand: reverse program order (a loop's body follows its FOR op).
     for (uint32_t ii = static_cast<uint32_t>(k_.ops.size()); ii-- > 0;) {
       if (!demand_op(ii, why)) return false;
@@ -418,7 +419,6 @@ class AttnRenderer {
     // about attn_group_bytes_q / _k of loop tiles (the loop's staged bytes an iteration, counted once
     // per pair of twins, times program_id(0)'s extent, which is the loop's tile count), so that a
     // group's operands stay in L2.
-    min_blocks_ = t.attn_min_blocks;
     if (for_op_ != UINT32_MAX) {
       reverse_ = depends_on_pid0(k_.ops[for_op_].operands[1], 0);
       const uint64_t gb = reverse_ ? t.attn_group_bytes_q
