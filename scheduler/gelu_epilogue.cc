@@ -12,6 +12,7 @@
 
 #include "ops/registry.h"
 #include "graph_uses.h"
+#include "matmul_probe.h"  // MatmulTransAttrs
 #include "precision.h"  // GraphReplay
 #include "runtime/config.h"
 
@@ -328,11 +329,7 @@ GeluAccept ProbeGeluMatmul(htr_device_t* device, bool force) {
       if (bias && !q.backward) make(q.bias, 1, v_shape, &bv);
       if (ok) {
         htr_attr_t attrs[3] = {};
-        attrs[0].name = "trans_a";
-        attrs[1].name = "trans_b";
-        attrs[0].kind = attrs[1].kind = HTR_ATTR_INT;
-        attrs[0].i = q.trans_a ? 1 : 0;
-        attrs[1].i = q.trans_b ? 1 : 0;
+        MatmulTransAttrs(q.trans_a, q.trans_b, attrs);
         attrs[2].name = "epilogue";
         attrs[2].kind = HTR_ATTR_STRING;
         attrs[2].s = q.backward ? "dgelu" : "gelu";

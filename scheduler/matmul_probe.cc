@@ -3,6 +3,16 @@
 
 namespace htr::sched {
 
+void MatmulTransAttrs(bool trans_a, bool trans_b, htr_attr_t out[2]) {
+  out[0] = htr_attr_t{};
+  out[1] = htr_attr_t{};
+  out[0].name = "trans_a";
+  out[1].name = "trans_b";
+  out[0].kind = out[1].kind = HTR_ATTR_INT;
+  out[0].i = trans_a ? 1 : 0;
+  out[1].i = trans_b ? 1 : 0;
+}
+
 int32_t QueryLibraryMatmul(htr_device_t* device, const MatmulProbe& p, std::string* why) {
   const int64_t mat[2] = {2, 2}, vec[1] = {2};
   htr_tensor_t* t[4] = {nullptr, nullptr, nullptr, nullptr};  // a, b, c, bias
@@ -18,12 +28,8 @@ int32_t QueryLibraryMatmul(htr_device_t* device, const MatmulProbe& p, std::stri
     }
   }
   if (ok) {
-    htr_attr_t attrs[2] = {};
-    attrs[0].name = "trans_a";
-    attrs[1].name = "trans_b";
-    attrs[0].kind = attrs[1].kind = HTR_ATTR_INT;
-    attrs[0].i = p.trans_a ? 1 : 0;
-    attrs[1].i = p.trans_b ? 1 : 0;
+    htr_attr_t attrs[2];
+    MatmulTransAttrs(p.trans_a, p.trans_b, attrs);
     htr_tensor_t* ins[3] = {t[0], t[1], t[3]};
     htr_tensor_t* out = t[2];
     if (htr_status_t s = htr_op_query(device, "matmul", ins, p.has_bias ? 3 : 2, &out, 1, attrs, 2, &score)) {
