@@ -98,6 +98,16 @@ inline std::vector<float> ReadOutF32(htr_executable_t* e, const char* name) {
   return v;
 }
 
+// Sets input `name` of `e` to a new f32 tensor of `shape` on `dev` holding `v`.
+inline void SetInputF32(htr_device_t* dev, htr_executable_t* e, const char* name, uint32_t rank, const int64_t* shape,
+                        const std::vector<float>& v) {
+  htr_tensor_t* t = nullptr;
+  API_REQUIRE(htr_tensor_create(dev, HTR_DTYPE_F32, rank, shape, &t));
+  API_REQUIRE(htr_tensor_copy_from_host(t, v.data(), v.size() * 4, nullptr));
+  API_REQUIRE(htr_executable_set_input(e, name, t));
+  htr_tensor_release(t);
+}
+
 // An executable of `g` on `dev` in execution mode `mode` ("host", "device", ...).
 inline htr_executable_t* CreateExecutable(htr_graph_t* g, htr_device_t* dev, const char* mode) {
   htr_executable_options_t opt;

@@ -65,13 +65,8 @@ Result RunSums(CpuRuntime& env, const char* mode, const std::vector<float>& v3, 
   htr_executable_t* e = CreateExecutable(g, env.dev, "device");
   htr_graph_destroy(g);
   unsetenv("HTR_COLSUM_MATMUL");
-  for (auto [name, v, sh, rank] : {std::make_tuple("x3", &v3, sh3, 3u), std::make_tuple("x2", &v2, sh2, 2u)}) {
-    htr_tensor_t* t = nullptr;
-    API_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, rank, sh, &t));
-    API_REQUIRE(htr_tensor_copy_from_host(t, v->data(), v->size() * 4, nullptr));
-    API_REQUIRE(htr_executable_set_input(e, name, t));
-    htr_tensor_release(t);
-  }
+  SetInputF32(env.dev, e, "x3", 3, sh3, v3);
+  SetInputF32(env.dev, e, "x2", 2, sh2, v2);
   API_REQUIRE(htr_executable_run(e, nullptr));
   Result r;
   r.s3 = ReadOutF32(e, "s3");

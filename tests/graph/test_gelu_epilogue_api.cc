@@ -78,15 +78,6 @@ struct Result {
   int gelu_library = 0, dgelu_library = 0, gelu_kernels = 0;  // steps by op/impl
 };
 
-std::vector<float> Read(htr_executable_t* e, const std::string& name) {
-  htr_tensor_t* out = nullptr;
-  API_REQUIRE(htr_executable_output(e, name.c_str(), &out));
-  std::vector<float> v(static_cast<size_t>(htr_tensor_numel(out)));
-  API_REQUIRE(htr_tensor_copy_to_host(out, v.data(), v.size() * 4, nullptr));
-  htr_tensor_release(out);
-  return v;
-}
-
 void SetState(htr_executable_t* e, const char* name, const std::vector<float>& v) {
   htr_tensor_t* st = nullptr;
   API_REQUIRE(htr_executable_get_state(e, name, &st));
@@ -133,23 +124,14 @@ Result RunMlp(CpuRuntime& env, const Mlp& d, const char* precision, const char* 
   unsetenv("HTR_GELU_EPILOGUE");
   const std::vector<float>* vals[4] = {&d.w1, &d.b1, &d.w2, &d.b2};
   for (int i = 0; i < 4; ++i) SetState(e, kParams[i], *vals[i]);
-  htr_tensor_t* xt = nullptr;
-  API_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, 2, xs, &xt));
-  API_REQUIRE(htr_tensor_copy_from_host(xt, d.x.data(), d.x.size() * 4, nullptr));
-  API_REQUIRE(htr_executable_set_input(e, "x", xt));
-  htr_tensor_release(xt);
+  SetInputF32(env.dev, e, "x", 2, xs, d.x);
   API_REQUIRE(htr_executable_run(e, nullptr));
   Result r;
-  r.h = Read(e, "h");
-  r.o = Read(e, "o");
-  r.loss = Read(e, "loss");
-  for (int i = 0; i < 4; ++i) r.grads.push_back(Read(e, std::string("d_") + kParams[i]));
-  for (uint32_t i = 0; i < htr_executable_op_count(e); ++i) {
-    htr_executable_op_info_t info;
-    std::memset(&info, 0, sizeof(info));
-    info.struct_size = sizeof(info);
-    API_REQUIRE(htr_executable_op_info(e, i, &info));
-    const std::string op = info.op, impl = info.impl;
+  r.h = ReadOutF32(e, "h");
+  r.o = ReadOutF32(e, "o");
+  r.loss = ReadOutF32(e, "loss");
+  for (int i = 0; i < 4; ++i) r.grads.push_back(ReadOutF32(e, (std::string("d_") + kParams[i]).c_str()));
+  for (const auto& [op, impl] : PlanOps(e)) {
     if (op == "matmul_gelu" && impl == "library:cpu") ++r.gelu_library;
     if (op == "matmul_dgelu" && impl == "library:cpu") ++r.dgelu_library;
     if (op.find("gelu") != std::string::npos && op.find("matmul") == std::string::npos) ++r.gelu_kernels;
@@ -269,28 +251,16 @@ Pair RunOps(CpuRuntime& env, const char* dtype_name, htr_dtype_t dt, bool librar
   htr_executable_t* e = nullptr;
   API_REQUIRE(htr_executable_create(gr, env.dev, &opt, &e));
   htr_graph_destroy(gr);
-  auto input = [&](const char* name, const int64_t* shape, const std::vector<float>& v, uint32_t rank) {
-    htr_tensor_t* t = nullptr;
-    API_REQUIRE(htr_tensor_create(env.dev, HTR_DTYPE_F32, rank, shape, &t));
-    API_REQUIRE(htr_tensor_copy_from_host(t, v.data(), v.size() * 4, nullptr));
-    API_REQUIRE(htr_executable_set_input(e, name, t));
-    htr_tensor_release(t);
-  };
-  input("a", as, a, 2);
-  input("b", bs, b, 2);
-  input("bias", vs, bias, 1);
-  input("g", gs, g, 2);
+  SetInputF32(env.dev, e, "a", 2, as, a);
+  SetInputF32(env.dev, e, "b", 2, bs, b);
+  SetInputF32(env.dev, e, "bias", 1, vs, bias);
+  SetInputF32(env.dev, e, "g", 2, gs, g);
   API_REQUIRE(htr_executable_run(e, nullptr));
   int lib = 0;
-  for (uint32_t i = 0; i < htr_executable_op_count(e); ++i) {
-    htr_executable_op_info_t info;
-    std::memset(&info, 0, sizeof(info));
-    info.struct_size = sizeof(info);
-    API_REQUIRE(htr_executable_op_info(e, i, &info));
-    if (std::string(info.op).rfind("matmul_", 0) == 0 && std::string(info.impl) == "library:cpu") ++lib;
-  }
+  for (const auto& [op, impl] : PlanOps(e))
+    if (op.rfind("matmul_", 0) == 0 && impl == "library:cpu") ++lib;
   CHECK(lib == (library ? 2 : 0));
-  Pair p{Read(e, "y"), Read(e, "pre"), Read(e, "dy")};
+  Pair p{ReadOutF32(e, "y"), ReadOutF32(e, "pre"), ReadOutF32(e, "dy")};
   htr_executable_destroy(e);
   return p;
 }
