@@ -613,30 +613,35 @@ TEST_CASE("attention occupancy: blocks per SM and the second compile's target", 
     u.smem_bytes = smem;
     return htr_cuda::BlocksPerSm(sm, u);
   };
-  // The gpt2 forward (4 warps, 40 KiB): 140 registers -> 3 blocks (14 warps' worth), ask for 4;
-  // 128 -> 4, and shared memory would allow 5: ask for 5 (the plugin drops it if it spills).
-  htr_cuda::Occupancy o = occ(140, 128, 40960);
-  CHECK(o.by_regs == 3);
-  CHECK(o.by_others == 5);
-  CHECK(o.blocks == 3);
-  CHECK(htr_cuda::MinBlocksToTry(o) == 4);
-  o = occ(128, 128, 40960);
-  CHECK(o.blocks == 4);
-  CHECK(htr_cuda::MinBlocksToTry(o) == 5);
-  // 121 registers round up to 128 per thread: still 4.
-  CHECK(occ(121, 128, 40960).by_regs == 4);
-  // dK/dV (245 registers, 72 KiB): 2 blocks by registers, 3 by shared memory: ask for 3.
-  o = occ(245, 128, 73728);
-  CHECK(o.blocks == 2);
-  CHECK(htr_cuda::MinBlocksToTry(o) == 3);
-  // Shared memory the limit (100 KiB a block: 2): no second compile.
-  o = occ(128, 128, 102400);
-  CHECK(o.blocks == 2);
-  CHECK(htr_cuda::MinBlocksToTry(o) == 0);
-  // Threads the limit (1024-thread blocks, 32 registers: 2 by threads and by registers).
-  o = occ(32, 1024, 0);
-  CHECK(o.blocks == 2);
-  CHECK(htr_cuda::MinBlocksToTry(o) == 0);
+  struct Case {
+    const char* what;
+    int regs;
+    uint32_t threads, smem;
+    int by_regs, by_others, blocks;
+    uint32_t want;
+  };
+  const Case cases[] = {
+      // The gpt2 forward (4 warps, 40 KiB): 140 registers -> 3 blocks (14 warps' worth), ask for 4.
+      {"gpt2 forward, 140 registers", 140, 128, 40960, 3, 5, 3, 4},
+      // 128 -> 4, and shared memory would allow 5: ask for 5 (the plugin drops it if it spills).
+      {"contiguous forward, 128 registers", 128, 128, 40960, 4, 5, 4, 5},
+      // 121 registers round up to 128 per thread: still 4.
+      {"121 registers", 121, 128, 40960, 4, 5, 4, 5},
+      // dK/dV (245 registers, 72 KiB): 2 blocks by registers, 3 by shared memory: ask for 3.
+      {"dK/dV, 245 registers", 245, 128, 73728, 2, 3, 2, 3},
+      // Shared memory the limit (100 KiB a block: 2): no second compile.
+      {"100 KiB of shared memory", 128, 128, 102400, 4, 2, 2, 0},
+      // Threads the limit (1024-thread blocks, 32 registers: 2 by threads and by registers).
+      {"1024 threads", 32, 1024, 0, 2, 2, 2, 0},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const htr_cuda::Occupancy o = occ(c.regs, c.threads, c.smem);
+    CHECK(o.by_regs == c.by_regs);
+    CHECK(o.by_others == c.by_others);
+    CHECK(o.blocks == c.blocks);
+    CHECK(htr_cuda::MinBlocksToTry(o) == c.want);
+  }
   // Unknown resources or registers: 0 blocks, nothing to try.
   CHECK(occ(0, 128, 0).blocks == 0);
   sm.regs = 0;
