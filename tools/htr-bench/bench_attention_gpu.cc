@@ -241,7 +241,7 @@ View ViewOf(const Shape& s, bool gpt2, Role r) {
   return v;
 }
 // The strided roles of each kernel, in argument order (scheduler/attention_fusion.cc's Scalars).
-const std::vector<Role> kRolesOf[6] = {{kQ, kK, kV, kO},       {kQ, kK, kV, kO, kDO, kDQ}, {kQ, kK, kV, kDO, kDK, kDV},
+const std::vector<Role> kRolesOf[kKernels] = {{kQ, kK, kV, kO},       {kQ, kK, kV, kO, kDO, kDQ}, {kQ, kK, kV, kDO, kDK, kDV},
                                        {kO, kDO},              {kQ, kK, kV, kDO, kDK, kDV}, {kDQ}};
 
 htr_kernel_launch_arg_t TA(htr_tensor_t* t) {
