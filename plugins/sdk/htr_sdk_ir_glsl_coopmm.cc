@@ -1,6 +1,8 @@
 // htr_sdk_ir_glsl_coopmm.cc — see htr_sdk_ir_glsl_coopmm.h.
 #include "htr_sdk_ir_glsl_coopmm.h"
 
+#include <algorithm>
+
 namespace htr_sdk {
 namespace ir {
 
@@ -319,6 +321,7 @@ bool coopmm_fits(const CoopMmConfig& c, int64_t M, int64_t N, int64_t K, int64_t
                  int64_t sbn, int64_t scm, int64_t scn, uint64_t addr_a, uint64_t addr_b, uint64_t addr_c) {
   if (c.bm == 0 || c.bn == 0 || c.bk == 0 || M <= 0 || N <= 0 || K <= 0) return false;
   if (M % c.bm != 0 || N % c.bn != 0 || K % c.bk != 0) return false;
+  if (c.tensor && K % (int64_t{c.bk} * std::max<uint32_t>(c.depth, 1)) != 0) return false;
   if (scn != 1 || scm % 8 != 0 || scm < N) return false;
   if (c.trans_a ? (sam != 1 || sak % 8 != 0 || sak < M) : (sak != 1 || sam % 8 != 0 || sam < K)) return false;
   if (c.trans_b ? (sbk != 1 || sbn % 8 != 0 || sbn < K) : (sbn != 1 || sbk % 8 != 0 || sbk < N)) return false;

@@ -84,6 +84,11 @@ struct CoopMmConfig {
   bool wg_staged = false;                // with wg: the tiles staged through this kernel's own two-stage
                                          // workgroup-memory pipeline as above (stages, depth read), the
                                          // workgroup-scope matrices loaded from it
+  bool tensor = false;                   // not a rendering property: the vulkan plugin builds the SPIR-V of a
+                                         // workgroup-scope kernel with tensor-layout loads itself
+                                         // (plugins/vulkan/vk_spirv_tensor_mm.h; bm, bn, bk, workgroup,
+                                         // depth = k steps per loop trip, trans_a / trans_b read);
+                                         // coopmm_fits then also needs K % (bk * depth) == 0
 };
 
 struct CoopMmShader {

@@ -18,6 +18,9 @@
 #            (';'-separated; the first, 0, is the subgroup kernel and the NMSE reference) at 4096
 #            and 8192 with PyTorch, then VK_WG_CHECK (default: the sweep's second value) with
 #            transposed operands against the subgroup kernel at 4096
+#   tensor   f16 and bf16 on workgroup-scope matrices loaded through tensor layouts (HTR_VK_COOPMM_TENSOR
+#            values in VK_SWEEP_TENSOR), each against the subgroup kernel and PyTorch, the driver's
+#            internal representations in ir.tgz, and a transposed check (VK_TENSOR_CHECK)
 set +e +o pipefail
 case "${1:-}" in
 pack)
@@ -103,6 +106,30 @@ for sec in ${SECTIONS:-f16 bf16 bf16check conform}; do
     echo "wgcheck [A^T B^T, $chk] rc=$?"
     grep -o '"env":"[^"]*"\|"nmse_vs_first":[^,]*\|"value":[0-9.e+-]*' "$OUT/wgcheck.jsonl" | tr '\n' ' '; echo
     grep -i "differs\|error" "$OUT/wgcheck.err" | head -3
+    ;;
+  tensor)
+    # workgroup-scope matrices through tensor layouts (HTR_VK_COOPMM_TENSOR, vk_spirv_tensor_mm.h): f16 and
+    # bf16 sweeps (the first value, 0, is the subgroup kernel and the NMSE reference) at 4096 and 8192 with
+    # PyTorch, the driver's internal representations of every pipeline (ir.tgz, where it offers any), then
+    # VK_TENSOR_CHECK (default: the sweep's second value) with transposed operands at 4096
+    VK_SWEEP_TENSOR=${VK_SWEEP_TENSOR:-0;128x128x32x128;128x128x32x256;128x128x64x256;128x256x32x256;128x256x64x256;256x128x32x256;256x128x64x256;256x256x32x256;128x256x32x256x2;256x128x32x256x2}
+    for dt in f16 bf16; do
+      HTR_VK_COOPMM_BF16=1 HTR_VK_PIPELINE_STATS=1 HTR_VK_PIPELINE_IR="$OUT/ir" HTR_LOG=info timeout ${TENSOR_TIMEOUT:-100} \
+        "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype $dt --size 4096 --dsl-sizes 0 --reps 10 --warmup 2 \
+        --warmup-ms 300 --python "$PY" --sweep-env HTR_VK_COOPMM_TENSOR --sweep-sizes 4096,8192 --sweep-nmse-max 4096 \
+        --sweep-values "$VK_SWEEP_TENSOR" > "$OUT/tensor_$dt.jsonl" 2> "$OUT/tensor_$dt.err"
+      echo "tensor $dt rc=$?"
+      short < "$OUT/tensor_$dt.jsonl"
+      grep -i "pipeline stats\|internal repr\|differs\|fail\|error" "$OUT/tensor_$dt.err" | cut -c1-300 | head -30
+      chk=${VK_TENSOR_CHECK:-$(echo "$VK_SWEEP_TENSOR" | cut -d';' -f2)}
+      HTR_VK_COOPMM_BF16=1 timeout ${CHECK_TIMEOUT:-20} "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype $dt \
+        --size 4096 --dsl-sizes 0 --reps 2 --warmup 1 --warmup-ms 0 --python false --trans-a 1 --trans-b 1 \
+        --sweep-env HTR_VK_COOPMM_TENSOR --sweep-values "0;$chk" > "$OUT/tensorcheck.jsonl" 2> "$OUT/tensorcheck.err"
+      echo "tensorcheck $dt [A^T B^T, $chk] rc=$?"
+      grep -o '"env":"[^"]*"\|"nmse_vs_first":[^,]*\|"value":[0-9.e+-]*' "$OUT/tensorcheck.jsonl" | tr '\n' ' '; echo
+      grep -i "differs\|error" "$OUT/tensorcheck.err" | head -3
+    done
+    [ -d "$OUT/ir" ] && { ls "$OUT/ir" | head -5; tar czf "$OUT/ir.tgz" -C "$OUT" ir && rm -rf "$OUT/ir"; }
     ;;
   bf16check)
     # the bf16 fast path (first value) against the DSL library kernel (second), plain and transposed

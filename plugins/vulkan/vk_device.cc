@@ -217,6 +217,7 @@ void query_coopmat2(htr_plugin_ctx_t* ctx, VkPhysicalDevice p, PhysInfo* d) {
   }
   if (d->coopmat2_f16.empty()) return;
   d->coopmat2 = true;
+  d->coopmat2_tensor = cf.cooperativeMatrixTensorAddressing == VK_TRUE;
   d->coopmat2_max_workgroup = cp.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
   d->coopmat2_max_dim = cp.cooperativeMatrixFlexibleDimensionsMaxDimension;
   d->coopmat2_reserved_shared = cp.cooperativeMatrixWorkgroupScopeReservedSharedMemory;
@@ -459,6 +460,7 @@ htr_status_t device_open(htr_plugin_ctx_t* ctx, uint32_t index, htr_plugin_devic
     c2.sType = kSTypeCoop2Features;
     c2.cooperativeMatrixWorkgroupScope = VK_TRUE;
     c2.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+    c2.cooperativeMatrixTensorAddressing = d.coopmat2_tensor ? VK_TRUE : VK_FALSE;
     if (d.coopmat2) {
       c2.pNext = ck.pNext;
       ck.pNext = &c2;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdlib>
@@ -190,6 +191,46 @@ constexpr uint64_t kCpuPrivateLimit = 4096;
 
 // HTR_VK_PIPELINE_STATS=1: the driver's statistics of each new pipeline (NVIDIA: registers,
 // shared/local memory, ...) as one INFO line, to read occupancy and spills off a kernel.
+// HTR_VK_PIPELINE_IR=DIR (with HTR_VK_PIPELINE_STATS=1): the driver's internal representations of
+// each executable (whatever it offers through VK_KHR_pipeline_executable_properties) as
+// DIR/<kernel>-<n>-<executable>-<i>.txt, n counting pipelines in this process.
+const char* pipeline_ir_dir() {
+  const char* e = std::getenv("HTR_VK_PIPELINE_IR");
+  return e != nullptr && *e != '\0' ? e : nullptr;
+}
+
+void dump_internal_representations(htr_plugin_device_t* d, const VkPipelineExecutableInfoKHR& ei,
+                                   const std::string& name) {
+  const char* dir = pipeline_ir_dir();
+  if (dir == nullptr) return;
+  auto irs = reinterpret_cast<PFN_vkGetPipelineExecutableInternalRepresentationsKHR>(
+      d->ctx->it.vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutableInternalRepresentationsKHR"));
+  if (irs == nullptr) return;
+  uint32_t n = 0;
+  if (irs(d->dev, &ei, &n, nullptr) != VK_SUCCESS) return;
+  std::vector<VkPipelineExecutableInternalRepresentationKHR> r(n);
+  for (auto& x : r) x.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
+  if (irs(d->dev, &ei, &n, r.data()) != VK_SUCCESS) return;
+  std::vector<std::vector<char>> data(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    data[i].resize(r[i].dataSize);
+    r[i].pData = data[i].data();
+  }
+  if (irs(d->dev, &ei, &n, r.data()) != VK_SUCCESS) return;
+  static std::atomic<unsigned> serial{0};
+  const unsigned k = serial++;
+  mkdirs(dir);
+  for (uint32_t i = 0; i < n; ++i) {
+    const std::string path = std::string(dir) + "/" + name + "-" + std::to_string(k) + "-" +
+                             std::to_string(ei.executableIndex) + "-" + std::to_string(i) + ".txt";
+    std::string text = std::string(r[i].name) + " (" + r[i].description + ")" + (r[i].isText ? "" : " [binary]") + "\n";
+    text.append(data[i].data(), r[i].isText && !data[i].empty() && data[i].back() == '\0' ? data[i].size() - 1 : data[i].size());
+    write_file_atomic(path, text.data(), text.size());
+  }
+  d->host().log(HTR_LOG_INFO, "vulkan pipeline %s [%u]: %u internal representation(s) in %s", name.c_str(),
+                ei.executableIndex, n, dir);
+}
+
 void log_pipeline_stats(htr_plugin_device_t* d, VkPipeline pipe, const std::string& name) {
   auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
       d->ctx->it.vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutablePropertiesKHR"));
@@ -227,8 +268,16 @@ void log_pipeline_stats(htr_plugin_device_t* d, VkPipeline pipe, const std::stri
       line += std::string(i == 0 ? "" : ", ") + st[i].name + "=" + v;
     }
     d->host().log(HTR_LOG_INFO, "vulkan pipeline stats %s [%u]: %s", name.c_str(), e, line.c_str());
+    dump_internal_representations(d, ei, name);
   }
 }
+
+// The pipeline of a SPIR-V module and the kernel around it (compile_glsl, compile_spirv).
+htr_status_t make_kernel(htr_plugin_device_t* device, const std::string& name, const std::vector<char>& spv,
+                         uint32_t push_constant_bytes, bool args_in_buffer, const std::vector<htr_sdk::ir::Arg>& args,
+                         std::vector<htr_sdk::ir::Specialization> spec, std::chrono::steady_clock::time_point t0,
+                         bool hit, const std::string& cache_key, htr_plugin_kernel_t** out_kernel,
+                         htr_kernel_compile_info_t* out_info);
 
 }  // namespace
 
@@ -449,9 +498,36 @@ htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, 
       write_file_atomic(path, spv.data(), spv.size());
     }
   }
+  return make_kernel(device, name, spv, sh.push_constant_bytes, sh.args_in_buffer, args, std::move(spec), t0, hit,
+                     path.empty() ? "" : key, out_kernel, out_info);
+}
+
+htr_status_t compile_spirv(htr_plugin_device_t* device, const std::string& name, const std::vector<uint32_t>& words,
+                           uint32_t push_constant_bytes, const std::vector<htr_sdk::ir::Arg>& args,
+                           std::chrono::steady_clock::time_point t0, htr_plugin_kernel_t** out_kernel) {
+  std::vector<char> spv(words.size() * 4);
+  std::memcpy(spv.data(), words.data(), spv.size());
+  // HTR_VK_DUMP_GLSL=DIR: the module as DIR/<kernel>.spv (no GLSL to dump).
+  if (const char* dump = std::getenv("HTR_VK_DUMP_GLSL")) {
+    if (*dump != '\0') {
+      mkdirs(dump);
+      write_file_atomic(std::string(dump) + "/" + name + ".spv", spv.data(), spv.size());
+    }
+  }
+  return make_kernel(device, name, spv, push_constant_bytes, false, args,
+                     std::vector<htr_sdk::ir::Specialization>(args.size()), t0, false, "", out_kernel, nullptr);
+}
+
+namespace {
+
+htr_status_t make_kernel(htr_plugin_device_t* device, const std::string& name, const std::vector<char>& spv,
+                         uint32_t push_constant_bytes, bool args_in_buffer, const std::vector<htr_sdk::ir::Arg>& args,
+                         std::vector<htr_sdk::ir::Specialization> spec, std::chrono::steady_clock::time_point t0,
+                         bool hit, const std::string& cache_key, htr_plugin_kernel_t** out_kernel,
+                         htr_kernel_compile_info_t* out_info) {
   auto prog = std::make_shared<Program>();
   prog->device = device;
-  VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, sh.push_constant_bytes};
+  VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_constant_bytes};
   VkPipelineLayoutCreateInfo li{};
   li.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
   li.pushConstantRangeCount = 1;
@@ -473,6 +549,8 @@ htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, 
   pi.stage.pName = "main";
   pi.layout = prog->layout;
   if (device->pipeline_stats) pi.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+  if (device->pipeline_stats && pipeline_ir_dir() != nullptr)
+    pi.flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
   const VkResult r = device->fn.vkCreateComputePipelines(device->dev, device->kernels->cache, 1, &pi, nullptr,
                                                          &prog->pipeline);
   device->fn.vkDestroyShaderModule(device->dev, mod, nullptr);
@@ -485,18 +563,20 @@ htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, 
   kern->prog = std::move(prog);
   kern->args = args;
   kern->spec = std::move(spec);
-  kern->push_bytes = sh.push_constant_bytes;
-  kern->args_in_buffer = sh.args_in_buffer;
+  kern->push_bytes = push_constant_bytes;
+  kern->args_in_buffer = args_in_buffer;
   if (out_info != nullptr && out_info->struct_size >= HTR_KERNEL_COMPILE_INFO_SIZE_V1_0) {
     out_info->cache_hit = hit ? 1 : 0;
     out_info->compile_ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
     std::snprintf(out_info->backend, sizeof out_info->backend, "glsl-spirv");
-    std::snprintf(out_info->cache_key, sizeof out_info->cache_key, "%s", path.empty() ? "" : key.c_str());
+    std::snprintf(out_info->cache_key, sizeof out_info->cache_key, "%s", cache_key.c_str());
   }
   *out_kernel = kern;
   return nullptr;
 }
+
+}  // namespace
 
 htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compile_args_t* args,
                             htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info) {

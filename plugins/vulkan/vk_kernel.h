@@ -89,6 +89,13 @@ htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, 
                           std::chrono::steady_clock::time_point t0, htr_plugin_kernel_t** out_kernel,
                           htr_kernel_compile_info_t* out_info, KhrRewrite khr = KhrRewrite::none);
 
+// A SPIR-V module built by the plugin itself (vk_spirv_tensor_mm.h) -> pipeline: neither cached on
+// disk nor validated (Debian's SPIRV-Tools does not know its extensions; the driver parses it);
+// push-constant arguments as for compile_glsl.
+htr_status_t compile_spirv(htr_plugin_device_t* device, const std::string& name, const std::vector<uint32_t>& words,
+                           uint32_t push_constant_bytes, const std::vector<htr_sdk::ir::Arg>& args,
+                           std::chrono::steady_clock::time_point t0, htr_plugin_kernel_t** out_kernel);
+
 htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compile_args_t* args,
                             htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info);
 void kernel_destroy(htr_plugin_kernel_t* kernel);

@@ -3,6 +3,7 @@
 
 #include "vk_kernel.h"
 #include "vk_plugin.h"
+#include "vk_spirv_tensor_mm.h"
 
 #include "htr_sdk_ir.h"
 #include "ops/kernels/kernels.h"
@@ -17,6 +18,19 @@
 namespace htr_vk {
 
 namespace {
+
+// Whether a workgroup-scope bm x bn x bk tile over w invocations is within the device's
+// VK_NV_cooperative_matrix2 limits and a multiple of a flexible f16 shape it lists for w.
+bool flex_listed(const PhysInfo& info, uint32_t bm, uint32_t bn, uint32_t bk, uint32_t w) {
+  const uint32_t lim = info.coopmat2_max_dim;
+  if (w == 0 || (info.coopmat2_max_workgroup != 0 && w > info.coopmat2_max_workgroup) ||
+      (lim != 0 && (bm > lim || bn > lim || bk > lim)))
+    return false;
+  bool listed = false;
+  for (const PhysInfo::FlexShape& f : info.coopmat2_f16)
+    listed = listed || (f.invocations == w && bm % f.mg == 0 && bn % f.ng == 0 && bk % f.kg == 0);
+  return listed;
+}
 
 // HTR_VK_COOPMM2 (f16 on VK_NV_cooperative_matrix2's workgroup-scope matrices): *c from
 // "BMxBNxBKxW[xUNROLL][,col][,group=N][,stage|,stage1]" where the device lists a flexible f16 shape for W
@@ -47,14 +61,35 @@ bool wg_config(const PhysInfo& info, bool trans_a, bool trans_b, htr_sdk::ir::Co
   if (opts.find("stage1") != std::string::npos) t.stages = 1;
   t.trans_a = trans_a;
   t.trans_b = trans_b;
-  const uint32_t lim = info.coopmat2_max_dim;
-  if (w == 0 || (info.coopmat2_max_workgroup != 0 && w > info.coopmat2_max_workgroup) ||
-      (lim != 0 && (bm > lim || bn > lim || bk > lim)))
-    return false;
-  bool listed = false;
-  for (const PhysInfo::FlexShape& f : info.coopmat2_f16)
-    listed = listed || (f.invocations == w && bm % f.mg == 0 && bn % f.ng == 0 && bk % f.kg == 0);
-  if (!listed || htr_sdk::ir::render_coopmm(t, info.props.limits.maxComputeSharedMemorySize).source.empty()) return false;
+  if (!flex_listed(info, bm, bn, bk, w) || htr_sdk::ir::render_coopmm(t, info.props.limits.maxComputeSharedMemorySize).source.empty()) return false;
+  *c = t;
+  return true;
+}
+
+// HTR_VK_COOPMM_TENSOR (f16 / bf16 on workgroup-scope matrices loaded through tensor layouts,
+// vk_spirv_tensor_mm.h): *c from "BMxBNxBKxW[xUNROLL]" where the device has tensor addressing and
+// lists a flexible f16 shape for W invocations whose granularities divide the tile (bf16 is taken
+// to have the same shapes; a shape the driver refuses fails the pipeline with its own status).
+// Returns false (keep the other kernels) when unset, "0", malformed or not supported.
+bool tensor_config(const PhysInfo& info, htr_dtype_t dtype, bool trans_a, bool trans_b,
+                   htr_sdk::ir::CoopMmConfig* c) {
+  const char* e = std::getenv("HTR_VK_COOPMM_TENSOR");
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "0") == 0 || !info.coopmat2 || !info.coopmat2_tensor) return false;
+  if (dtype == HTR_DTYPE_BF16 ? !info.coopmat_khr_bf16 : dtype != HTR_DTYPE_F16) return false;
+  unsigned bm = 0, bn = 0, bk = 0, w = 0, un = 1;
+  const int n = std::sscanf(e, "%ux%ux%ux%ux%u", &bm, &bn, &bk, &w, &un);
+  if (n < 4 || un < 1 || un > 4) return false;
+  if (!flex_listed(info, bm, bn, bk, w)) return false;
+  htr_sdk::ir::CoopMmConfig t;
+  t.tensor = true;
+  t.khr = true;
+  t.bm = bm;
+  t.bn = bn;
+  t.bk = bk;
+  t.workgroup = w;
+  t.depth = un;
+  t.trans_a = trans_a;
+  t.trans_b = trans_b;
   *c = t;
   return true;
 }
@@ -64,6 +99,7 @@ bool wg_config(const PhysInfo& info, bool trans_a, bool trans_b, htr_sdk::ir::Co
 bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a, bool trans_b,
                    htr_sdk::ir::CoopMmConfig* c) {
   const PhysInfo& info = *d->info;
+  if (tensor_config(info, dtype, trans_a, trans_b, c)) return true;
   if (dtype == HTR_DTYPE_F16 && wg_config(info, trans_a, trans_b, c)) return true;
   if (dtype == HTR_DTYPE_BF16) {
     // bf16: KHR cooperative matrices through the SPIR-V rewrite, opt-in (HTR_VK_COOPMM_BF16=1):
@@ -147,7 +183,7 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
                           "x" + std::to_string(c.workgroup) + "x" + std::to_string(c.stages) + (c.trans_a ? "/ta" : "") +
                           (c.trans_b ? "/tb" : "") + "/d" + std::to_string(c.depth) +
                           (c.lean ? "/lean" : "") + (c.col_order ? "/col" : "") + "/g" + std::to_string(c.group_m) + (bf16 ? "/bf16" : "") + (c.khr ? "/khr" : "") +
-                          (c.wg ? "/wg" : "") + (c.wg_staged ? "/staged" : "");
+                          (c.wg ? "/wg" : "") + (c.wg_staged ? "/staged" : "") + (c.tensor ? "/tensor" : "");
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {
@@ -155,8 +191,6 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
     return nullptr;
   }
   const htr_sdk::Host& host = d->host();
-  const htr_sdk::ir::CoopMmShader cs = htr_sdk::ir::render_coopmm(c, d->info->props.limits.maxComputeSharedMemorySize);
-  if (cs.source.empty()) return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: coopmm %s: %s", key.c_str(), cs.why.c_str());
   // The argument list (names, kinds, dtypes) of the DSL matmul, whose push-constant layout the kernel shares.
   htr::kernels::MatmulConfig cfg;
   cfg.bm = c.bm;
@@ -170,6 +204,28 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
   const htr_sdk::ir::Status rs = htr_sdk::ir::read(ir.data(), ir.size(), &k);
   if (!rs.ok()) return host.error(rs.code, "vulkan: %s", rs.message.c_str());
   if (k.args.size() != 12) return host.error(HTR_STATUS_INTERNAL, "vulkan: DSL matmul has %zu arguments, not 12", k.args.size());
+  if (c.tensor) {
+    TensorMmConfig tc;
+    tc.bm = c.bm;
+    tc.bn = c.bn;
+    tc.bk = c.bk;
+    tc.workgroup = c.workgroup;
+    tc.unroll = std::max<uint32_t>(c.depth, 1);
+    tc.bf16 = bf16;
+    tc.trans_a = c.trans_a;
+    tc.trans_b = c.trans_b;
+    std::vector<uint32_t> words;
+    const std::string why = build_tensor_matmul_spirv(tc, &words);
+    if (!why.empty()) return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: %s: %s", key.c_str(), why.c_str());
+    htr_plugin_kernel_t* kern = nullptr;
+    HTR_SDK_RETURN_IF_ERROR(compile_spirv(d, bf16 ? "matmul_tensor_bf16" : "matmul_tensor", words, 12 * 8 + 24,
+                                          k.args, t0, &kern));
+    d->op_kernels[key] = kern;
+    *out = kern;
+    return nullptr;
+  }
+  const htr_sdk::ir::CoopMmShader cs = htr_sdk::ir::render_coopmm(c, d->info->props.limits.maxComputeSharedMemorySize);
+  if (cs.source.empty()) return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: coopmm %s: %s", key.c_str(), cs.why.c_str());
   htr_sdk::ir::GlslShader sh;
   sh.source = cs.source;
   sh.push_constant_bytes = cs.push_bytes;

@@ -76,6 +76,9 @@ struct PhysInfo {
     uint32_t invocations;      // the workgroup size the entry is for
   };
   bool coopmat2 = false;
+  // cooperativeMatrixTensorAddressing (enabled where listed): loads and stores through tensor
+  // layouts (the `tensor` library matmul, vk_spirv_tensor_mm.h).
+  bool coopmat2_tensor = false;
   uint32_t coopmat2_max_workgroup = 0;   // cooperativeMatrixWorkgroupScopeMaxWorkgroupSize
   uint32_t coopmat2_max_dim = 0;         // cooperativeMatrixFlexibleDimensionsMaxDimension
   uint32_t coopmat2_reserved_shared = 0; // cooperativeMatrixWorkgroupScopeReservedSharedMemory
