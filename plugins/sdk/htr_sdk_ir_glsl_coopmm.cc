@@ -252,11 +252,23 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     s += "  }\n";
   }
   s += "  barrier();\n";
-  s += "  for (uint k0 = 0u; k0 < nk; k0 += " + u(D) + ") {\n";
+  const bool diag_noload = c.diag >= 1, diag_nofrag = c.diag >= 2;
+  if (diag_nofrag) {  // the fragments of stage 0, k 0, loaded once (diagnostic: MMAs alone in the loop)
+    s += "  " + fb + " fb[" + std::to_string(sh.ftn) + "];\n";
+    s += "  " + fa + " fa[" + std::to_string(sh.ftm) + "];\n";
+    s += "  { const uint oA = 0u, oB = 0u, kk = 0u;\n";
+  }
+  s += diag_nofrag ? "" : "  for (uint k0 = 0u; k0 < nk; k0 += " + u(D) + ") {\n";
   const std::string aoff = c.trans_a ? "oA + kk * " + u(A.ld) + " + (tr + i * " + u(cm) + ") / 8u, " + u(A.ld) + ", true"
                                      : "oA + (tr + i * " + u(cm) + ") * " + u(A.ld) + " + kk / 8u, " + u(A.ld) + ", false";
   const std::string boff = c.trans_b ? "oB + (tc + j * " + u(cn) + ") * " + u(B.ld) + " + kk / 8u, " + u(B.ld) + ", true"
                                      : "oB + kk * " + u(B.ld) + " + (tc + j * " + u(cn) + ") / 8u, " + u(B.ld) + ", false";
+  if (diag_nofrag) {
+    s += "    [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) coopMatLoadNV(fb[j], smB, " + boff + ");\n";
+    s += "    [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) coopMatLoadNV(fa[i], smA, " + aoff + ");\n";
+    s += "  }\n";
+    s += "  for (uint k0 = 0u; k0 < nk; k0 += " + u(D) + ") {\n";
+  }
   for (uint32_t sub = 0; sub < D; ++sub) {
     s += sub == 0 ? std::string("   {\n") : "   if (k0 + " + u(sub) + " < nk) {\n";
     s += "    const uint kt = k0 + " + u(sub) + ";\n";
@@ -271,11 +283,18 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
       load(sub, "kt + " + u(D), "      ");
       s += "    }\n";
     };
-    if (!late) next_load();
+    if (!late && !diag_noload) next_load();
     s += "    [[unroll]] for (uint kk = 0u; kk < " + u(c.bk) + "; kk += " + u(ck) + ") {\n";
+    if (diag_nofrag) {
+      s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) [[unroll]] for (uint j = 0u; j < " +
+           u(sh.ftn) + "; ++j) acc[i * " + u(sh.ftn) + " + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * " +
+           u(sh.ftn) + " + j]);\n";
+    } else {
     s += "      " + fb + " fb[" + std::to_string(sh.ftn) + "];\n";
     s += "      [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) coopMatLoadNV(fb[j], smB, " + boff + ");\n";
-    if (c.lean) {
+    }
+    if (diag_nofrag) {
+    } else if (c.lean) {
       s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) {\n";
       s += "        " + fa + " fa; coopMatLoadNV(fa, smA, " + aoff + ");\n";
       s += "        [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) acc[i * " + u(sh.ftn) +
@@ -289,9 +308,11 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
            u(sh.ftn) + " + j]);\n";
     }
     s += "    }\n";
-    if (late) next_load();
+    if (late && !diag_noload) next_load();
     const uint32_t nxt = (sub + 1) % D;
-    if (c.stages == 2) {
+    if (diag_noload) {
+      s += "    barrier();\n";
+    } else if (c.stages == 2) {
       s += "    if (kt + 1u < nk) {\n";
       store(nxt, "nA + ", "nB + ", "      ");
       s += "    }\n";

@@ -84,10 +84,14 @@ struct CoopMmConfig {
   bool wg_staged = false;                // with wg: the tiles staged through this kernel's own two-stage
                                          // workgroup-memory pipeline as above (stages, depth read), the
                                          // workgroup-scope matrices loaded from it
+  uint32_t diag = 0;                     // diagnostic, wrong results: 1 = no global loads in the k loop (the
+                                         // first tiles staged once), 2 = also the fragments loaded once
+                                         // before it (MMAs and barriers alone): the MMA path's ceiling
   bool tensor = false;                   // not a rendering property: the vulkan plugin builds the SPIR-V of a
                                          // workgroup-scope kernel with tensor-layout loads itself
                                          // (plugins/vulkan/vk_spirv_tensor_mm.h; bm, bn, bk, workgroup,
-                                         // depth = k steps per loop trip, trans_a / trans_b read);
+                                         // depth = k steps per loop trip, stages = 2: loads one trip
+                                         // ahead, trans_a / trans_b read);
                                          // coopmm_fits then also needs K % (bk * depth) == 0
 };
 

@@ -67,7 +67,7 @@ bool wg_config(const PhysInfo& info, bool trans_a, bool trans_b, htr_sdk::ir::Co
 }
 
 // HTR_VK_COOPMM_TENSOR (f16 / bf16 on workgroup-scope matrices loaded through tensor layouts,
-// vk_spirv_tensor_mm.h): *c from "BMxBNxBKxW[xUNROLL]" where the device has tensor addressing and
+// vk_spirv_tensor_mm.h): *c from "BMxBNxBKxW[xUNROLL][,pre]" (pre: loads one trip ahead) where the device has tensor addressing and
 // lists a flexible f16 shape for W invocations whose granularities divide the tile (bf16 is taken
 // to have the same shapes; a shape the driver refuses fails the pipeline with its own status).
 // Returns false (keep the other kernels) when unset, "0", malformed or not supported.
@@ -79,6 +79,7 @@ bool tensor_config(const PhysInfo& info, htr_dtype_t dtype, bool trans_a, bool t
   unsigned bm = 0, bn = 0, bk = 0, w = 0, un = 1;
   const int n = std::sscanf(e, "%ux%ux%ux%ux%u", &bm, &bn, &bk, &w, &un);
   if (n < 4 || un < 1 || un > 4) return false;
+  const char* comma = std::strchr(e, ',');
   if (!flex_listed(info, bm, bn, bk, w)) return false;
   htr_sdk::ir::CoopMmConfig t;
   t.tensor = true;
@@ -88,6 +89,7 @@ bool tensor_config(const PhysInfo& info, htr_dtype_t dtype, bool trans_a, bool t
   t.bk = bk;
   t.workgroup = w;
   t.depth = un;
+  t.stages = comma != nullptr && std::strstr(comma, "pre") != nullptr ? 2 : 1;  // ",pre": one trip ahead
   t.trans_a = trans_a;
   t.trans_b = trans_b;
   *c = t;
@@ -163,6 +165,8 @@ bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a
   const size_t g = opts.find("group=");
   if (g != std::string::npos) t.group_m = static_cast<uint32_t>(std::strtoul(opts.c_str() + g + 6, nullptr, 10));
   if ((trans_a || trans_b) && !trans_ok) return false;
+  // `peak1` / `peak2`: the diagnostic kernels of CoopMmConfig::diag (wrong results; for measuring).
+  t.diag = opts.find("peak2") != std::string::npos ? 2 : opts.find("peak1") != std::string::npos ? 1 : 0;
   t.subgroup = 32;
   t.trans_a = trans_a;
   t.trans_b = trans_b;
@@ -183,7 +187,7 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
                           "x" + std::to_string(c.workgroup) + "x" + std::to_string(c.stages) + (c.trans_a ? "/ta" : "") +
                           (c.trans_b ? "/tb" : "") + "/d" + std::to_string(c.depth) +
                           (c.lean ? "/lean" : "") + (c.col_order ? "/col" : "") + "/g" + std::to_string(c.group_m) + (bf16 ? "/bf16" : "") + (c.khr ? "/khr" : "") +
-                          (c.wg ? "/wg" : "") + (c.wg_staged ? "/staged" : "") + (c.tensor ? "/tensor" : "");
+                          (c.wg ? "/wg" : "") + (c.wg_staged ? "/staged" : "") + (c.tensor ? "/tensor" : "") + "/diag" + std::to_string(c.diag);  // (stages: the tensor kernel's prefetch)
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {
@@ -211,6 +215,7 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
     tc.bk = c.bk;
     tc.workgroup = c.workgroup;
     tc.unroll = std::max<uint32_t>(c.depth, 1);
+    tc.prefetch = c.stages == 2;
     tc.bf16 = bf16;
     tc.trans_a = c.trans_a;
     tc.trans_b = c.trans_b;

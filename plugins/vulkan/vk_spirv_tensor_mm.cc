@@ -36,6 +36,7 @@ enum : uint32_t {
   kOpDecorate = 71,
   kOpMemberDecorate = 72,
   kOpCompositeExtract = 81,
+  kOpCopyObject = 83,
   kOpUConvert = 113,
   kOpFConvert = 115,
   kOpConvertUToPtr = 120,
@@ -266,20 +267,6 @@ std::string build_tensor_matmul_spirv(const TensorMmConfig& c, std::vector<uint3
   const uint32_t lb = c.trans_b ? layout(N, K, ldb) : layout(K, N, ldb);
   const uint32_t lc = layout(M, N, ldc);
   const uint32_t view = ttv != 0 ? ins(kOpCreateTensorViewNV, ttv, {}) : 0;
-  Module::op(b, kOpBranch, {lhead});
-
-  // Loop header: kt, acc; kt < K.
-  Module::op(b, kOpLabel, {lhead});
-  const uint32_t kt = m.id(), acc = m.id(), kt_next = m.id();
-  uint32_t acc_next = m.id();
-  b->insert(b->end(), {7u << 16 | kOpPhi, tu32, kt, c0, lentry, kt_next, lcont});
-  b->insert(b->end(), {7u << 16 | kOpPhi, tacc, acc, zacc, lentry, acc_next, lcont});
-  const uint32_t more = ins(kOpULessThan, tbool, {kt, K});
-  Module::op(b, kOpLoopMerge, {lmerge, lcont, 0});
-  Module::op(b, kOpBranchConditional, {more, lbody, lmerge});
-
-  // Body: `unroll` k steps, loads first.
-  Module::op(b, kOpLabel, {lbody});
   auto load = [&](uint32_t t, uint32_t zero, uint32_t ptr, uint32_t slice, bool transposed) {
     const uint32_t r = m.id();
     if (transposed) {
@@ -290,21 +277,64 @@ std::string build_tensor_matmul_spirv(const TensorMmConfig& c, std::vector<uint3
     }
     return r;
   };
-  std::vector<uint32_t> av, bv;
-  for (uint32_t d = 0; d < c.unroll; ++d) {
-    const uint32_t k0 = d == 0 ? kt : ins(kOpIAdd, tu32, {kt, u32c(d * c.bk)});
-    const uint32_t sa = c.trans_a ? ins(kOpTensorLayoutSliceNV, ttl, {la, k0, cbk, m0, cbm})
-                                  : ins(kOpTensorLayoutSliceNV, ttl, {la, m0, cbm, k0, cbk});
-    av.push_back(load(ta, za, pa, sa, c.trans_a));
-    const uint32_t sb = c.trans_b ? ins(kOpTensorLayoutSliceNV, ttl, {lb, n0, cbn, k0, cbk})
-                                  : ins(kOpTensorLayoutSliceNV, ttl, {lb, k0, cbk, n0, cbn});
-    bv.push_back(load(tb, zb, pb, sb, c.trans_b));
+  // The A and B matrices of `unroll` k steps from k = k0.
+  auto load_set = [&](uint32_t k0, std::vector<uint32_t>* av, std::vector<uint32_t>* bv) {
+    for (uint32_t d = 0; d < c.unroll; ++d) {
+      const uint32_t k = d == 0 ? k0 : ins(kOpIAdd, tu32, {k0, u32c(d * c.bk)});
+      const uint32_t sa = c.trans_a ? ins(kOpTensorLayoutSliceNV, ttl, {la, k, cbk, m0, cbm})
+                                    : ins(kOpTensorLayoutSliceNV, ttl, {la, m0, cbm, k, cbk});
+      av->push_back(load(ta, za, pa, sa, c.trans_a));
+      const uint32_t sb = c.trans_b ? ins(kOpTensorLayoutSliceNV, ttl, {lb, n0, cbn, k, cbk})
+                                    : ins(kOpTensorLayoutSliceNV, ttl, {lb, k, cbk, n0, cbn});
+      bv->push_back(load(tb, zb, pb, sb, c.trans_b));
+    }
+  };
+  // acc + the products of a set; the last result gets id `last` (0: a new one).
+  auto mul_set = [&](const std::vector<uint32_t>& av, const std::vector<uint32_t>& bv, uint32_t acc_in, uint32_t last) {
+    uint32_t a = acc_in;
+    for (uint32_t d = 0; d < c.unroll; ++d) {
+      const uint32_t r = d + 1 == c.unroll && last != 0 ? last : m.id();
+      b->insert(b->end(), {6u << 16 | kOpCoopMulAddKHR, tacc, r, av[d], bv[d], a});
+      a = r;
+    }
+    return a;
+  };
+  // With prefetch the first set is loaded before the loop, each trip loads the next set before
+  // multiplying the current one (carried in phis), and the last set is multiplied after it.
+  std::vector<uint32_t> first_a, first_b;
+  if (c.prefetch) load_set(c0, &first_a, &first_b);
+  Module::op(b, kOpBranch, {lhead});
+
+  // Loop header: kt, acc (and the current set); kt < K.
+  Module::op(b, kOpLabel, {lhead});
+  const uint32_t kt = m.id(), acc = m.id(), kt_next = m.id(), acc_next = m.id();
+  b->insert(b->end(), {7u << 16 | kOpPhi, tu32, kt, c.prefetch ? cstep : c0, lentry, kt_next, lcont});
+  b->insert(b->end(), {7u << 16 | kOpPhi, tacc, acc, zacc, lentry, acc_next, lcont});
+  std::vector<uint32_t> cur_a, cur_b, nxt_a, nxt_b;
+  for (size_t d = 0; d < first_a.size(); ++d) {
+    cur_a.push_back(m.id());
+    cur_b.push_back(m.id());
+    nxt_a.push_back(m.id());
+    nxt_b.push_back(m.id());
+    b->insert(b->end(), {7u << 16 | kOpPhi, ta, cur_a[d], first_a[d], lentry, nxt_a[d], lcont});
+    b->insert(b->end(), {7u << 16 | kOpPhi, tb, cur_b[d], first_b[d], lentry, nxt_b[d], lcont});
   }
-  uint32_t a = acc;
-  for (uint32_t d = 0; d < c.unroll; ++d) {
-    const uint32_t r = d + 1 == c.unroll ? acc_next : m.id();
-    b->insert(b->end(), {6u << 16 | kOpCoopMulAddKHR, tacc, r, av[d], bv[d], a});
-    a = r;
+  const uint32_t more = ins(kOpULessThan, tbool, {kt, K});
+  Module::op(b, kOpLoopMerge, {lmerge, lcont, 0});
+  Module::op(b, kOpBranchConditional, {more, lbody, lmerge});
+
+  // Body: the loads of a set, then the multiplies (of that set, or with prefetch of the current one).
+  Module::op(b, kOpLabel, {lbody});
+  std::vector<uint32_t> av, bv;
+  load_set(kt, &av, &bv);
+  if (c.prefetch) {
+    for (size_t d = 0; d < av.size(); ++d) {  // the loads take the ids the phis name
+      b->insert(b->end(), {4u << 16 | kOpCopyObject, ta, nxt_a[d], av[d]});
+      b->insert(b->end(), {4u << 16 | kOpCopyObject, tb, nxt_b[d], bv[d]});
+    }
+    mul_set(cur_a, cur_b, acc, acc_next);
+  } else {
+    mul_set(av, bv, acc, acc_next);
   }
   Module::op(b, kOpBranch, {lcont});
 
@@ -315,7 +345,8 @@ std::string build_tensor_matmul_spirv(const TensorMmConfig& c, std::vector<uint3
 
   // Epilogue: round once, store the tile.
   Module::op(b, kOpLabel, {lmerge});
-  const uint32_t h = ins(kOpFConvert, tout, {acc});
+  const uint32_t total = c.prefetch ? mul_set(cur_a, cur_b, acc, 0) : acc;
+  const uint32_t h = ins(kOpFConvert, tout, {total});
   const uint32_t sc = ins(kOpTensorLayoutSliceNV, ttl, {lc, m0, cbm, n0, cbn});
   Module::op(b, kOpCoopStoreTensorNV, {pcm, h, sc, kMemoryAccessAligned, 16u, 0u});
   Module::op(b, kOpReturn, {});

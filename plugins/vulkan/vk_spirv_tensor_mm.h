@@ -25,7 +25,7 @@
  * per k step one bm x bk A matrix and one bk x bn B matrix (workgroup scope)
  * are loaded through slices of the operands' tensor layouts and multiplied
  * into the bm x bn f32 accumulator; `unroll` k steps per loop trip (their
- * loads issued before their multiplies). Sizes, strides and offsets are
+ * loads issued before their multiplies; with `prefetch` one trip ahead). Sizes, strides and offsets are
  * masked with ~7 where they are multiples of 8, so the driver can see the
  * 16-byte alignment.
  *
@@ -49,6 +49,9 @@ struct TensorMmConfig {
   uint32_t bm = 128, bn = 128, bk = 32;  // workgroup tile
   uint32_t workgroup = 256;              // invocations
   uint32_t unroll = 1;                   // k steps per loop trip (1..4)
+  bool prefetch = false;                 // each trip loads the next trip's matrices before multiplying
+                                         // the current ones (loop-carried; the first loaded before the
+                                         // loop, the last multiplied after it)
   bool bf16 = false;                     // bf16 operands and output (else f16)
   bool trans_a = false, trans_b = false;
 };

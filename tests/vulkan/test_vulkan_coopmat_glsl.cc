@@ -141,8 +141,9 @@ void expect(uint32_t bm, uint32_t bn, uint32_t bk, htr_dtype_t dt, uint32_t W, b
 // The hand-scheduled f16 library matmul (htr_sdk_ir_glsl_coopmm.h): renders, compiles and validates
 // for every tile the plugin may pick; refuses what does not divide or fit.
 void expect_coopmm(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t W, uint32_t stages, bool want, bool ta = false,
-                   bool tb = false, bool lean = false, uint32_t depth = 1, bool col = false) {
+                   bool tb = false, bool lean = false, uint32_t depth = 1, bool col = false, uint32_t diag = 0) {
   htr_sdk::ir::CoopMmConfig c;
+  c.diag = diag;
   c.depth = depth;
   c.col_order = col;
   c.trans_a = ta;
@@ -157,7 +158,8 @@ void expect_coopmm(uint32_t bm, uint32_t bn, uint32_t bk, uint32_t W, uint32_t s
   const std::string name = "coopmm " + std::to_string(bm) + "x" + std::to_string(bn) + "x" + std::to_string(bk) +
                            "/" + std::to_string(W) + " stages " + std::to_string(stages) +
                            (ta ? " A^T" : "") + (tb ? " B^T" : "") + (lean ? " lean" : "") +
-                           " depth " + std::to_string(depth) + (col ? " column order" : "");
+                           " depth " + std::to_string(depth) + (col ? " column order" : "") +
+                           (diag ? " diagnostic " + std::to_string(diag) : "");
   check(sh.source.empty() != want, name + (want ? ": renders" : ": refused (" + sh.why + ")"));
   if (sh.source.empty()) return;
   if (std::getenv("HTR_TEST_DUMP_GLSL") != nullptr) std::printf("%s\n", sh.source.c_str());
@@ -424,6 +426,9 @@ int main() {
     check(render_coopmm(c, 49152).source.find("tm = pid % gy, tn = pid / gy") != std::string::npos,
           "coopmm column-major tile order");
   }
+  // The diagnostic kernels (MMA path without global loads / without fragment loads) compile too.
+  expect_coopmm(128, 128, 32, 128, 2, true, false, false, true, 1, false, 1);
+  expect_coopmm(128, 128, 32, 128, 2, true, false, false, true, 1, false, 2);
   expect_coopmm(256, 256, 64, 256, 2, false);  // workgroup memory
   expect_coopmm(100, 128, 32, 256, 2, false);  // does not divide
   coopmm_fit_checks();

@@ -46,7 +46,7 @@ const std::map<uint32_t, int>& id_ops() {
       {21, 1},   {22, 1},   {23, 1},   {28, 1},   {29, 1},   {30, 1},   {32, 1},   {33, 1},   {19, 1},
       {20, 1},   {43, 2},   {44, 2},   {42, 2},   {59, 2},   {61, 2},   {65, 2},   {81, 2},   {113, 2},
       {115, 2},  {120, 2},  {128, 2},  {132, 2},  {134, 2},  {137, 2},  {199, 2},  {176, 2},  {245, 2},
-      {248, 1},  {4456, 1}, {4459, 2}, {5367, 2}, {5368, 0}, {5370, 1}, {5371, 1}, {5372, 2}, {5373, 2},
+      {248, 1},  {83, 2},   {4456, 1}, {4459, 2}, {5367, 2}, {5368, 0}, {5370, 1}, {5371, 1}, {5372, 2}, {5373, 2},
       {5374, 2}, {5375, 2}, {5377, 2}, {54, 2},   {249, 0},  {250, 0},  {246, 0}};
   return m;
 }
@@ -115,11 +115,12 @@ void check_module(const htr_vk::TensorMmConfig& c, const std::string& name) {
             exts.find("SPV_KHR_cooperative_matrix") != std::string::npos &&
             (exts.find("SPV_KHR_bfloat16") != std::string::npos) == c.bf16,
         name + ": extensions " + exts);
-  check(count[5367] == static_cast<int>(2 * u) && count[4459] == static_cast<int>(u) && count[5368] == 1 &&
-            count[4456] == 4 && count[5372] == 3 && count[5375] == static_cast<int>(2 * u + 1) &&
-            count[5371] == ((c.trans_a || c.trans_b) ? 1 : 0),
-        name + ": " + std::to_string(2 * u) + " tensor loads, " + std::to_string(u) +
-            " multiplies, one store, four workgroup-scope matrix types, three layouts");
+  const uint32_t sets = c.prefetch ? 2 : 1;  // with prefetch: loads before and in the loop, multiplies in and after it
+  check(count[5367] == static_cast<int>(2 * u * sets) && count[4459] == static_cast<int>(u * sets) && count[5368] == 1 &&
+            count[4456] == 4 && count[5372] == 3 && count[5375] == static_cast<int>(2 * u * sets + 1) &&
+            count[5371] == ((c.trans_a || c.trans_b) ? 1 : 0) && count[245] == static_cast<int>(2 + (sets - 1) * 2 * u),
+        name + ": " + std::to_string(2 * u * sets) + " tensor loads, " + std::to_string(u * sets) +
+            " multiplies, one store, four workgroup-scope matrix types, three layouts, the phis");
   bool aligned = true, views = true, scope = true;
   int view_loads = 0;
   for (const Ins& i : ins) {
@@ -130,7 +131,7 @@ void check_module(const htr_vk::TensorMmConfig& c, const std::string& name) {
     }
     if (i.op == 5368) aligned = aligned && i.w.at(3) == 2 && i.w.at(4) == 16 && i.w.at(5) == 0;
   }
-  const int want_views = static_cast<int>(u) * ((c.trans_a ? 1 : 0) + (c.trans_b ? 1 : 0));
+  const int want_views = static_cast<int>(u * sets) * ((c.trans_a ? 1 : 0) + (c.trans_b ? 1 : 0));
   // Scope operand of each cooperative type is a constant 2 (Workgroup).
   std::map<uint32_t, uint32_t> consts;
   for (const Ins& i : ins)
@@ -146,11 +147,13 @@ void check_module(const htr_vk::TensorMmConfig& c, const std::string& name) {
 
 int main() {
   for (bool bf16 : {false, true})
-    for (uint32_t u : {1u, 2u}) {
+    for (uint32_t u : {1u, 2u})
+      for (bool pre : {false, true}) {
       htr_vk::TensorMmConfig c;
       c.bf16 = bf16;
       c.unroll = u;
-      const std::string dt = bf16 ? "bf16" : "f16";
+      c.prefetch = pre;
+      const std::string dt = std::string(bf16 ? "bf16" : "f16") + (pre ? " prefetch" : "");
       check_module(c, "tensor " + dt + " 128x128x32/256 x" + std::to_string(u));
       c.trans_b = true;
       check_module(c, "tensor " + dt + " B^T x" + std::to_string(u));
