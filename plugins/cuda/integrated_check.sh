@@ -21,7 +21,7 @@
 #              per setting in $ROWS_ENVS (default: the tree's; a setting is VAR=V[,VAR=V...]; the
 #              peer runs with the first)
 #   matmul     htr-bench-gpu matmul-gpu bf16 8192^3 (cuBLASLt and the DSL) with PyTorch
-#   vulkan     the Vulkan loader from .gl; matmul-gpu on vulkan:0 (f16 cooperative matrices, f32;
+#   vulkan     the Vulkan loader from .gl; matmul-gpu on vulkan:0 (f16 and bf16 on cooperative matrices, f32;
 #              4096 and 8192) with PyTorch, htr-conform on the vulkan plugin
 #   train      htr-bench-gpu train --preset gpt2 (B16 T1024, bf16) on $TRAIN_DEVICES with PyTorch
 #              (torch.compile, bf16 autocast) on the same GPU
@@ -139,9 +139,13 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
     for f in "$D"/../.gl/*.deb .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done; ldconfig
     [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
       export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-    for dt in ${VK_DTYPES:-f16 f32}; do
-      timeout 120 "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype $dt --size 8192 --dsl-sizes 4096,8192 --python "$PY" 2>&1 |
-        grep '"ratio"\|tflops' | short
+    # the library matmul at 4096 and 8192 against PyTorch in the same process (bf16 on cooperative
+    # matrices: HTR_VK_COOPMM_BF16=1, plugins/vulkan/README.md)
+    for dt in ${VK_DTYPES:-f16 bf16 f32}; do
+      for n in ${VK_SIZES:-4096 8192}; do
+        HTR_VK_COOPMM_BF16=1 timeout 120 "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype $dt --size $n \
+          --dsl-sizes 0 --reps 10 --python "$PY" 2>&1 | grep '"ratio"\|tflops' | short
+      done
     done
     timeout 200 "$D/bin/htr-conform" --plugin "$D/plugins/libhtr_vulkan.so" > "$OUT/conform-vulkan.txt" 2>&1
     echo "conform vulkan rc=$?"; tail -1 "$OUT/conform-vulkan.txt"; grep " FAIL " "$OUT/conform-vulkan.txt"
