@@ -285,15 +285,15 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     };
     if (!late && !diag_noload) next_load();
     s += "    [[unroll]] for (uint kk = 0u; kk < " + u(c.bk) + "; kk += " + u(ck) + ") {\n";
-    if (diag_nofrag) {
-      s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) [[unroll]] for (uint j = 0u; j < " +
-           u(sh.ftn) + "; ++j) acc[i * " + u(sh.ftn) + " + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * " +
-           u(sh.ftn) + " + j]);\n";
-    } else {
-    s += "      " + fb + " fb[" + std::to_string(sh.ftn) + "];\n";
-    s += "      [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) coopMatLoadNV(fb[j], smB, " + boff + ");\n";
+    const std::string mma_all = "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) +
+                                "; ++i) [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) acc[i * " +
+                                u(sh.ftn) + " + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * " + u(sh.ftn) + " + j]);\n";
+    if (!diag_nofrag) {
+      s += "      " + fb + " fb[" + std::to_string(sh.ftn) + "];\n";
+      s += "      [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) coopMatLoadNV(fb[j], smB, " + boff + ");\n";
     }
     if (diag_nofrag) {
+      s += mma_all;
     } else if (c.lean) {
       s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) {\n";
       s += "        " + fa + " fa; coopMatLoadNV(fa, smA, " + aoff + ");\n";
@@ -303,9 +303,7 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     } else {
       s += "      " + fa + " fa[" + std::to_string(sh.ftm) + "];\n";
       s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) coopMatLoadNV(fa[i], smA, " + aoff + ");\n";
-      s += "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) [[unroll]] for (uint j = 0u; j < " +
-           u(sh.ftn) + "; ++j) acc[i * " + u(sh.ftn) + " + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * " +
-           u(sh.ftn) + " + j]);\n";
+      s += mma_all;
     }
     s += "    }\n";
     if (late && !diag_noload) next_load();

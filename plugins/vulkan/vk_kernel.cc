@@ -189,8 +189,6 @@ std::string uuid_hex(const uint8_t* u) {
 constexpr uint64_t kCpuPrivateLimit = 4096;
 
 
-// HTR_VK_PIPELINE_STATS=1: the driver's statistics of each new pipeline (NVIDIA: registers,
-// shared/local memory, ...) as one INFO line, to read occupancy and spills off a kernel.
 // HTR_VK_PIPELINE_IR=DIR (with HTR_VK_PIPELINE_STATS=1): the driver's internal representations of
 // each executable (whatever it offers through VK_KHR_pipeline_executable_properties) as
 // DIR/<kernel>-<n>-<executable>-<i>.txt, n counting pipelines in this process.
@@ -231,6 +229,8 @@ void dump_internal_representations(htr_plugin_device_t* d, const VkPipelineExecu
                 ei.executableIndex, n, dir);
 }
 
+// HTR_VK_PIPELINE_STATS=1: the driver's statistics of each new pipeline (NVIDIA: registers,
+// shared/local memory, ...) as one INFO line, to read occupancy and spills off a kernel.
 void log_pipeline_stats(htr_plugin_device_t* d, VkPipeline pipe, const std::string& name) {
   auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
       d->ctx->it.vkGetDeviceProcAddr(d->dev, "vkGetPipelineExecutablePropertiesKHR"));

@@ -67,9 +67,10 @@ bool wg_config(const PhysInfo& info, bool trans_a, bool trans_b, htr_sdk::ir::Co
 }
 
 // HTR_VK_COOPMM_TENSOR (f16 / bf16 on workgroup-scope matrices loaded through tensor layouts,
-// vk_spirv_tensor_mm.h): *c from "BMxBNxBKxW[xUNROLL][,pre]" (pre: loads one trip ahead) where the device has tensor addressing and
-// lists a flexible f16 shape for W invocations whose granularities divide the tile (bf16 is taken
-// to have the same shapes; a shape the driver refuses fails the pipeline with its own status).
+// vk_spirv_tensor_mm.h): *c from "BMxBNxBKxW[xUNROLL][,pre]" (UNROLL in depth; `pre`: loads one
+// trip ahead, as stages = 2) where the device has tensor addressing and lists a flexible f16 shape
+// for W invocations whose granularities divide the tile (bf16 is taken to have the same shapes; a
+// shape the driver refuses fails the pipeline with its own status).
 // Returns false (keep the other kernels) when unset, "0", malformed or not supported.
 bool tensor_config(const PhysInfo& info, htr_dtype_t dtype, bool trans_a, bool trans_b,
                    htr_sdk::ir::CoopMmConfig* c) {
@@ -187,7 +188,8 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
                           "x" + std::to_string(c.workgroup) + "x" + std::to_string(c.stages) + (c.trans_a ? "/ta" : "") +
                           (c.trans_b ? "/tb" : "") + "/d" + std::to_string(c.depth) +
                           (c.lean ? "/lean" : "") + (c.col_order ? "/col" : "") + "/g" + std::to_string(c.group_m) + (bf16 ? "/bf16" : "") + (c.khr ? "/khr" : "") +
-                          (c.wg ? "/wg" : "") + (c.wg_staged ? "/staged" : "") + (c.tensor ? "/tensor" : "") + "/diag" + std::to_string(c.diag);  // (stages: the tensor kernel's prefetch)
+                          (c.wg ? "/wg" : "") + (c.wg_staged ? "/staged" : "") + (c.tensor ? "/tensor" : "") +
+                          "/diag" + std::to_string(c.diag);
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {
