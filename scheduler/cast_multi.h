@@ -13,8 +13,9 @@
 // a whole model's casts raised the tiny preset's peak activations by 60%). A chunk of one is left
 // as it is. Same values as the casts (the kernel is flat_convert per tensor).
 //
-// The executable runs it in the device mode only (graph level, after the GELU epilogue);
-// HTR_CAST_MULTI=0 turns it off. Ownership: plain values; the input graph is untouched.
+// The executable runs it in the device mode only (graph level, after the GELU epilogue), where
+// the device compiles the kernel at its largest group (executable.cc: the Vulkan lowering does
+// not, and there each grouped cast would run as a reference step); HTR_CAST_MULTI=0 turns it off. Ownership: plain values; the input graph is untouched.
 #ifndef HTR_SCHEDULER_CAST_MULTI_H_
 #define HTR_SCHEDULER_CAST_MULTI_H_
 

@@ -24,6 +24,7 @@
 #include "gelu_epilogue.h"  // gelu and its gradient folded into the library matmuls (issue 9)
 #include "colsum_matmul.h"  // bias gradients as library matmuls with a row of ones (issue 9)
 #include "cast_multi.h"  // a step's weight casts as few launches (issue 9)
+#include "ops/kernels/cast_flat.h"  // the cast_multi kernel, compiled once as a probe
 #include "device_exec.h"
 #include "fused_exec.h"
 #include "fusion.h"
@@ -496,6 +497,27 @@ htr_status_t NullArg(const char* fn, const char* arg) {
   return Err(HTR_STATUS_INVALID_ARGUMENT, std::string(fn) + ": " + arg + " is NULL");
 }
 
+// Whether the device compiles the cast_multi kernel (ops/kernels/cast_flat.h) at its largest group
+// (kCastMultiMaxTensors f32 -> bf16 tensors). Where it does not, the grouped casts would each run as
+// a reference step (host copies): the Vulkan lowering keeps the tiles of cast_multi's per-tensor
+// loops in private arrays, which lavapipe refuses and an NVIDIA H100's driver ran as a reference
+// step in session 20 (142 ms of a 1.19 s gpt2 step); one flat cast a tensor is the better plan there.
+bool CastMultiCompiles(htr_device_t* device) {
+  std::vector<uint8_t> ir;
+  if (!htr::kernels::BuildCastMulti(HTR_DTYPE_F32, HTR_DTYPE_BF16, htr::kernels::kFlatConvertBlock,
+                                    htr::kernels::kCastMultiMaxTensors, &ir)
+           .message.empty())
+    return false;
+  htr_kernel_t* k = nullptr;
+  if (htr_status_t st = htr_kernel_compile(device, ir.data(), ir.size(), nullptr, &k)) {
+    HTR_LOG_DEBUG_("executable: casts stay ungrouped: {}", htr_status_message(st));
+    htr_status_free(st);
+    return false;
+  }
+  htr_kernel_destroy(k);
+  return true;
+}
+
 }  // namespace
 
 namespace htr::sched {
@@ -625,9 +647,10 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       src = &colsums_folded;
     }
   }
-  // The weight and bias casts as cast_multi groups (cast_multi.h): device mode, where each is a launch.
+  // The weight and bias casts as cast_multi groups (cast_multi.h): device mode, where each is a launch
+  // and the device compiles the grouped kernel.
   htr::sched::Graph casts_grouped;
-  if (e->device_mode && htr::sched::CastMultiEnabledByEnv()) {
+  if (e->device_mode && htr::sched::CastMultiEnabledByEnv() && CastMultiCompiles(device)) {
     htr::sched::CastMultiStats cst;
     if (htr_status_t st = ToC(htr::sched::ApplyCastMulti(*src, &casts_grouped, &cst))) return st;
     if (cst.groups > 0) {

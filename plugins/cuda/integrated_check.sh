@@ -29,7 +29,7 @@
 #              under torch.profiler: its top $PEERPROF_ROWS (45) kernels by self device time
 #   curve      tools/compare_loss_curve.py on $CURVE_DEVICE (cuda:0; cpu:0 runs both sides on the
 #              host's cores) with $CURVE_ARGS (its work files in /tmp/htr-curve, curve.json in OUT)
-#   profile    htr-train --preset gpt2 bf16 B16 T1024, $PROFILE_STEPS (4) steps with --profile; the
+#   profile    htr-train --preset gpt2 bf16 B16 T1024 on $PROFILE_DEVICE (cuda:0), $PROFILE_STEPS (4) steps with --profile; the
 #              trace is gzipped into OUT and its last step summarised by htr-prof (--step last)
 #   profiles   the profile section's run ($PROFILE_STEPS, default 3 here) once per setting in
 #              $PROFILE_ENVS (as ROWS_ENVS), printing htr-prof's last-step lines that match
@@ -194,8 +194,8 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
     rm -f "$OUT/trace.json"
     ;;
   profile)
-    timeout ${PROFILE_TIMEOUT:-200} "$D/bin/htr-train" --device cuda:0 --preset gpt2 --batch 16 --seq 1024 --precision bf16 \
-      --steps ${PROFILE_STEPS:-4} --eval-every 0 --sample-tokens 0 --progress plain --print-every 1 --data "$D/data.txt" \
+    timeout ${PROFILE_TIMEOUT:-200} "$D/bin/htr-train" --device ${PROFILE_DEVICE:-cuda:0} --preset gpt2 --batch 16 \
+      --seq 1024 --precision bf16 --steps ${PROFILE_STEPS:-4} --eval-every 0 --sample-tokens 0 --progress plain --print-every 1 --data "$D/data.txt" \
       --out-dir "$OUT/gpt2" --profile "$OUT/gpt2-trace.json" > "$OUT/gpt2-profile.log" 2>&1
     echo "profile rc=$?"; grep -E "^step|steps in" "$OUT/gpt2-profile.log" | tail -4
     [ -f "$OUT/gpt2-trace.json" ] && "$D/bin/htr-prof" "$OUT/gpt2-trace.json" --top 40 --step last && gzip -f "$OUT/gpt2-trace.json"
