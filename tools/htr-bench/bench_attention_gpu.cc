@@ -61,6 +61,7 @@
 #include "emit.h"
 #include "htr/htr.h"
 #include "htr/htr_kernel.h"
+#include "launch_args.h"
 #include "ops/kernels/kernels.h"
 #include "registry.h"
 
@@ -243,19 +244,6 @@ View ViewOf(const Shape& s, bool gpt2, Role r) {
 // The strided roles of each kernel, in argument order (scheduler/attention_fusion.cc's Scalars).
 const std::vector<Role> kRolesOf[kKernels] = {{kQ, kK, kV, kO},       {kQ, kK, kV, kO, kDO, kDQ}, {kQ, kK, kV, kDO, kDK, kDV},
                                        {kO, kDO},              {kQ, kK, kV, kDO, kDK, kDV}, {kDQ}};
-
-htr_kernel_launch_arg_t TA(htr_tensor_t* t) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_TENSOR;
-  a.tensor = t;
-  return a;
-}
-htr_kernel_launch_arg_t IA(int64_t v) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_INT;
-  a.i = v;
-  return a;
-}
 
 // Kernel i's arguments after its tensors, as the attention rewrite passes them
 // (scheduler/attention_fusion.cc's Scalars): for prep and dq_finish B*H*T first; then H, T, D, the

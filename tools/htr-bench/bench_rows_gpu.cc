@@ -40,6 +40,7 @@
 #include "emit.h"
 #include "htr/htr.h"
 #include "htr/htr_kernel.h"
+#include "launch_args.h"
 #include "ops/kernels/cast_flat.h"
 #include "ops/kernels/kernels.h"
 #include "ops/kernels/train_kernels.h"
@@ -203,19 +204,6 @@ K::Status ResidualLn(const Layout&, std::vector<uint8_t>* ir) {
   L::Value rstd = L::rsqrt(b.sum(d * d, 0) / nf + 1e-5);
   b.store(Y + base, b.cast(d * rstd * b.load(W + c, m) + b.load(Bb + c, m), HTR_DTYPE_BF16), m);
   return b.serialize(ir);
-}
-
-htr_kernel_launch_arg_t TA(htr_tensor_t* t) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_TENSOR;
-  a.tensor = t;
-  return a;
-}
-htr_kernel_launch_arg_t IA(int64_t v) {
-  htr_kernel_launch_arg_t a{};
-  a.kind = HTR_KERNEL_ARG_INT;
-  a.i = v;
-  return a;
 }
 
 // One launch: kernel, grid, arguments.
