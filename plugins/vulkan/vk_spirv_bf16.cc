@@ -6,61 +6,13 @@
 #include <set>
 #include <utility>
 
+#include "vk_spirv_enums.h"
+
 namespace htr_vk {
 
 namespace {
 
-// SPIR-V opcodes, capabilities (spirv.hpp of SPIR-V 1.6 with SPV_KHR_cooperative_matrix / SPV_KHR_bfloat16).
-enum : uint32_t {
-  kOpSource = 3,
-  kOpName = 5,
-  kOpMemberName = 6,
-  kOpString = 7,
-  kOpLine = 8,
-  kOpExtension = 10,
-  kOpMemoryModel = 14,
-  kOpEntryPoint = 15,
-  kOpExecutionMode = 16,
-  kOpCapability = 17,
-  kOpTypeInt = 21,
-  kOpTypeFloat = 22,
-  kOpConstantTrue = 41,
-  kOpConstantFalse = 42,
-  kOpConstant = 43,
-  kOpTypeArray = 28,
-  kOpTypePointer = 32,
-  kOpVariable = 59,
-  kOpLoad = 61,
-  kOpCopyObject = 83,
-  kOpPhi = 245,
-  kOpStore = 62,
-  kOpDecorate = 71,
-  kOpMemberDecorate = 72,
-  kOpFConvert = 115,
-  kOpModuleProcessed = 330,
-  kOpLoopMerge = 246,
-  kOpSelectionMerge = 247,
-  kOpTypeCoopKHR = 4456,
-  kOpCoopLoadKHR = 4457,
-  kOpCoopStoreKHR = 4458,
-  kOpCoopMulAddKHR = 4459,
-  kOpTypeCoopNV = 5358,
-  kOpCoopLoadNV = 5359,
-  kOpCoopStoreNV = 5360,
-  kOpCoopMulAddNV = 5361,
-  kOpCoopLengthNV = 5362,
-  kCapCoopNV = 5357,
-  kCapCoopKHR = 6022,
-  kCapBF16Type = 5116,
-  kCapBF16Coop = 5118,
-  kEncodingBF16 = 0,
-  kStorageFunction = 7,
-  kUseA = 0,
-  kUseB = 1,
-  kUseAcc = 2,
-  kScopeWorkgroup = 2,
-  kScopeSubgroup = 3,
-};
+using namespace spv_enums;  // NOLINT: the SPIR-V values (vk_spirv_enums.h)
 
 struct Ins {
   size_t at;

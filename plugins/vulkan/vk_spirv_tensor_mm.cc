@@ -3,98 +3,13 @@
 
 #include <initializer_list>
 
+#include "vk_spirv_enums.h"
+
 namespace htr_vk {
 
 namespace {
 
-// SPIR-V 1.6 core values plus SPV_KHR_cooperative_matrix, SPV_KHR_bfloat16, SPV_NV_cooperative_matrix2
-// and SPV_NV_tensor_addressing (SPIRV-Headers' grammar; Debian 12's headers predate the last three).
-enum : uint32_t {
-  kOpExtension = 10,
-  kOpMemoryModel = 14,
-  kOpEntryPoint = 15,
-  kOpExecutionMode = 16,
-  kOpCapability = 17,
-  kOpTypeVoid = 19,
-  kOpTypeBool = 20,
-  kOpTypeInt = 21,
-  kOpTypeFloat = 22,
-  kOpTypeVector = 23,
-  kOpTypeArray = 28,
-  kOpTypeRuntimeArray = 29,
-  kOpTypeStruct = 30,
-  kOpTypePointer = 32,
-  kOpTypeFunction = 33,
-  kOpConstantFalse = 42,
-  kOpConstant = 43,
-  kOpConstantComposite = 44,
-  kOpFunction = 54,
-  kOpFunctionEnd = 56,
-  kOpVariable = 59,
-  kOpLoad = 61,
-  kOpAccessChain = 65,
-  kOpDecorate = 71,
-  kOpMemberDecorate = 72,
-  kOpCompositeExtract = 81,
-  kOpCopyObject = 83,
-  kOpUConvert = 113,
-  kOpFConvert = 115,
-  kOpConvertUToPtr = 120,
-  kOpIAdd = 128,
-  kOpIMul = 132,
-  kOpUDiv = 134,
-  kOpUMod = 137,
-  kOpBitwiseAnd = 199,
-  kOpULessThan = 176,
-  kOpPhi = 245,
-  kOpLoopMerge = 246,
-  kOpLabel = 248,
-  kOpBranch = 249,
-  kOpBranchConditional = 250,
-  kOpReturn = 253,
-  kOpTypeCoopKHR = 4456,
-  kOpCoopMulAddKHR = 4459,
-  kOpCoopLoadTensorNV = 5367,
-  kOpCoopStoreTensorNV = 5368,
-  kOpTypeTensorLayoutNV = 5370,
-  kOpTypeTensorViewNV = 5371,
-  kOpCreateTensorLayoutNV = 5372,
-  kOpTensorLayoutSetDimensionNV = 5373,
-  kOpTensorLayoutSetStrideNV = 5374,
-  kOpTensorLayoutSliceNV = 5375,
-  kOpCreateTensorViewNV = 5377,
-
-  kCapShader = 1,
-  kCapFloat16 = 9,
-  kCapInt64 = 11,
-  kCapBF16Type = 5116,
-  kCapBF16Coop = 5118,
-  kCapPhysicalStorageBuffer = 5347,
-  kCapCoopTensorAddressingNV = 5433,
-  kCapTensorAddressingNV = 5439,
-  kCapCoopKHR = 6022,
-
-  kAddressingPhysicalStorageBuffer64 = 5348,
-  kMemoryModelGLSL450 = 1,
-  kExecGLCompute = 5,
-  kModeLocalSize = 17,
-  kStorageInput = 1,
-  kStoragePushConstant = 9,
-  kStoragePhysicalStorageBuffer = 5349,
-  kDecorationBlock = 2,
-  kDecorationArrayStride = 6,
-  kDecorationBuiltIn = 11,
-  kDecorationOffset = 35,
-  kBuiltInWorkgroupId = 26,
-  kMemoryAccessAligned = 2,
-  kTensorAddressingView = 1,
-  kScopeWorkgroup = 2,
-  kUseA = 0,
-  kUseB = 1,
-  kUseAcc = 2,
-  kClampUndefined = 0,
-  kEncodingBF16 = 0,
-};
+using namespace spv_enums;  // NOLINT: the SPIR-V values (vk_spirv_enums.h)
 
 // Words of one module: sections filled in any order, joined in the order SPIR-V requires.
 struct Module {
