@@ -650,10 +650,10 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
   // The weight and bias casts as cast_multi groups (cast_multi.h): device mode, where each is a launch
   // and the device compiles the grouped kernel.
   htr::sched::Graph casts_grouped;
-  if (e->device_mode && htr::sched::CastMultiEnabledByEnv() && CastMultiCompiles(device)) {
+  if (e->device_mode && htr::sched::CastMultiEnabledByEnv()) {
     htr::sched::CastMultiStats cst;
     if (htr_status_t st = ToC(htr::sched::ApplyCastMulti(*src, &casts_grouped, &cst))) return st;
-    if (cst.groups > 0) {
+    if (cst.groups > 0 && CastMultiCompiles(device)) {  // the probe compile only where there is a group
       HTR_LOG_DEBUG_("executable: {} state casts as {} cast_multi ops", cst.casts, cst.groups);
       src = &casts_grouped;
     }

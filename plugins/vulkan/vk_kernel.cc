@@ -272,6 +272,15 @@ void log_pipeline_stats(htr_plugin_device_t* d, VkPipeline pipe, const std::stri
   }
 }
 
+// HTR_VK_DUMP_GLSL=DIR: every shader compiled as DIR/<file> (GLSL as <kernel>-<key>.comp, modules
+// built in the plugin as <kernel>.spv), for reading and profiling.
+void dump_shader(const std::string& file, const char* data, size_t size) {
+  const char* dump = std::getenv("HTR_VK_DUMP_GLSL");
+  if (dump == nullptr || *dump == '\0') return;
+  mkdirs(dump);
+  write_file_atomic(std::string(dump) + "/" + file, data, size);
+}
+
 // The pipeline of a SPIR-V module and the kernel around it (compile_glsl, compile_spirv).
 htr_status_t make_kernel(htr_plugin_device_t* device, const std::string& name, const std::vector<char>& spv,
                          uint32_t push_constant_bytes, bool args_in_buffer, const std::vector<htr_sdk::ir::Arg>& args,
@@ -442,13 +451,7 @@ htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, 
   if (!sc.ok) return host.error(HTR_STATUS_FAILED_PRECONDITION, "vulkan: %s", sc.why.c_str());
 
   const std::string key = hex_key(sh.source + "|shaderc|vulkan1.2|O|" + (khr == KhrRewrite::bf16 ? "bf16-khr-rewrite" : khr == KhrRewrite::f16 ? "f16-khr-rewrite" : "validated"));
-  // HTR_VK_DUMP_GLSL=DIR: every rendered shader as DIR/<kernel>-<key>.comp (for reading/profiling).
-  if (const char* dump = std::getenv("HTR_VK_DUMP_GLSL")) {
-    if (*dump != '\0') {
-      mkdirs(dump);
-      write_file_atomic(std::string(dump) + "/" + name + "-" + key + ".comp", sh.source.data(), sh.source.size());
-    }
-  }
+  dump_shader(name + "-" + key + ".comp", sh.source.data(), sh.source.size());
   const std::string dir = device->ctx->cache_dir;
   const std::string path = dir.empty() ? "" : dir + "/" + key + ".spv";
   std::vector<char> spv;
@@ -507,13 +510,7 @@ htr_status_t compile_spirv(htr_plugin_device_t* device, const std::string& name,
                            std::chrono::steady_clock::time_point t0, htr_plugin_kernel_t** out_kernel) {
   std::vector<char> spv(words.size() * 4);
   std::memcpy(spv.data(), words.data(), spv.size());
-  // HTR_VK_DUMP_GLSL=DIR: the module as DIR/<kernel>.spv (no GLSL to dump).
-  if (const char* dump = std::getenv("HTR_VK_DUMP_GLSL")) {
-    if (*dump != '\0') {
-      mkdirs(dump);
-      write_file_atomic(std::string(dump) + "/" + name + ".spv", spv.data(), spv.size());
-    }
-  }
+  dump_shader(name + ".spv", spv.data(), spv.size());  // no GLSL to dump: the module
   return make_kernel(device, name, spv, push_constant_bytes, false, args,
                      std::vector<htr_sdk::ir::Specialization>(args.size()), t0, false, "", out_kernel, nullptr);
 }

@@ -32,26 +32,39 @@ bool flex_listed(const PhysInfo& info, uint32_t bm, uint32_t bn, uint32_t bk, ui
   return listed;
 }
 
+// The workgroup-scope tile of the variable `name`, "BMxBNxBKxW[xUNROLL][,OPT...]": *t gets the tile,
+// the workgroup size, depth = UNROLL (1 when omitted), the KHR form and the operand layouts, *opts
+// what follows the first ','. False when unset, "0", malformed or not a listed flexible shape.
+bool flex_tile(const PhysInfo& info, const char* name, bool trans_a, bool trans_b, htr_sdk::ir::CoopMmConfig* t,
+               std::string* opts) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0' || std::strcmp(e, "0") == 0 || !info.coopmat2) return false;
+  unsigned bm = 0, bn = 0, bk = 0, w = 0, un = 1;
+  const int n = std::sscanf(e, "%ux%ux%ux%ux%u", &bm, &bn, &bk, &w, &un);
+  if (n < 4 || !flex_listed(info, bm, bn, bk, w)) return false;
+  *t = htr_sdk::ir::CoopMmConfig();
+  t->khr = true;
+  t->bm = bm;
+  t->bn = bn;
+  t->bk = bk;
+  t->workgroup = w;
+  t->depth = n >= 5 ? un : 1;
+  t->trans_a = trans_a;
+  t->trans_b = trans_b;
+  const char* comma = std::strchr(e, ',');
+  *opts = comma != nullptr ? comma + 1 : "";
+  return true;
+}
+
 // HTR_VK_COOPMM2 (f16 on VK_NV_cooperative_matrix2's workgroup-scope matrices): *c from
 // "BMxBNxBKxW[xUNROLL][,col][,group=N][,stage|,stage1]" where the device lists a flexible f16 shape for W
 // invocations whose granularities divide the tile (and the tile and W are within its limits).
 // Returns false (keep the subgroup kernel) when unset, "0", malformed or not supported.
 bool wg_config(const PhysInfo& info, bool trans_a, bool trans_b, htr_sdk::ir::CoopMmConfig* c) {
-  const char* e = std::getenv("HTR_VK_COOPMM2");
-  if (e == nullptr || *e == '\0' || std::strcmp(e, "0") == 0 || !info.coopmat2) return false;
-  unsigned bm = 0, bn = 0, bk = 0, w = 0, un = 1;
-  const int n = std::sscanf(e, "%ux%ux%ux%ux%u", &bm, &bn, &bk, &w, &un);
-  if (n < 4) return false;
   htr_sdk::ir::CoopMmConfig t;
+  std::string opts;
+  if (!flex_tile(info, "HTR_VK_COOPMM2", trans_a, trans_b, &t, &opts)) return false;
   t.wg = true;
-  t.khr = true;
-  t.bm = bm;
-  t.bn = bn;
-  t.bk = bk;
-  t.workgroup = w;
-  t.depth = n >= 5 ? un : 1;
-  const char* comma = std::strchr(e, ',');
-  const std::string opts = comma != nullptr ? comma + 1 : "";
   t.col_order = opts.find("col") != std::string::npos;
   const size_t g = opts.find("group=");
   if (g != std::string::npos) t.group_m = static_cast<uint32_t>(std::strtoul(opts.c_str() + g + 6, nullptr, 10));
@@ -59,40 +72,26 @@ bool wg_config(const PhysInfo& info, bool trans_a, bool trans_b, htr_sdk::ir::Co
   // its prefetch depth), else loaded from global memory by the driver.
   t.wg_staged = opts.find("stage") != std::string::npos;
   if (opts.find("stage1") != std::string::npos) t.stages = 1;
-  t.trans_a = trans_a;
-  t.trans_b = trans_b;
-  if (!flex_listed(info, bm, bn, bk, w) || htr_sdk::ir::render_coopmm(t, info.props.limits.maxComputeSharedMemorySize).source.empty()) return false;
+  if (htr_sdk::ir::render_coopmm(t, info.props.limits.maxComputeSharedMemorySize).source.empty()) return false;
   *c = t;
   return true;
 }
 
 // HTR_VK_COOPMM_TENSOR (f16 / bf16 on workgroup-scope matrices loaded through tensor layouts,
-// vk_spirv_tensor_mm.h): *c from "BMxBNxBKxW[xUNROLL][,pre]" (UNROLL in depth; `pre`: loads one
+// vk_spirv_tensor_mm.h): *c from "BMxBNxBKxW[xUNROLL][,pre]" (UNROLL 1..4 in depth; `pre`: loads one
 // trip ahead, as stages = 2) where the device has tensor addressing and lists a flexible f16 shape
 // for W invocations whose granularities divide the tile (bf16 is taken to have the same shapes; a
 // shape the driver refuses fails the pipeline with its own status).
 // Returns false (keep the other kernels) when unset, "0", malformed or not supported.
 bool tensor_config(const PhysInfo& info, htr_dtype_t dtype, bool trans_a, bool trans_b,
                    htr_sdk::ir::CoopMmConfig* c) {
-  const char* e = std::getenv("HTR_VK_COOPMM_TENSOR");
-  if (e == nullptr || *e == '\0' || std::strcmp(e, "0") == 0 || !info.coopmat2 || !info.coopmat2_tensor) return false;
+  if (!info.coopmat2_tensor) return false;
   if (dtype == HTR_DTYPE_BF16 ? !info.coopmat_khr_bf16 : dtype != HTR_DTYPE_F16) return false;
-  unsigned bm = 0, bn = 0, bk = 0, w = 0, un = 1;
-  const int n = std::sscanf(e, "%ux%ux%ux%ux%u", &bm, &bn, &bk, &w, &un);
-  if (n < 4 || un < 1 || un > 4) return false;
-  const char* comma = std::strchr(e, ',');
-  if (!flex_listed(info, bm, bn, bk, w)) return false;
   htr_sdk::ir::CoopMmConfig t;
+  std::string opts;
+  if (!flex_tile(info, "HTR_VK_COOPMM_TENSOR", trans_a, trans_b, &t, &opts) || t.depth < 1 || t.depth > 4) return false;
   t.tensor = true;
-  t.khr = true;
-  t.bm = bm;
-  t.bn = bn;
-  t.bk = bk;
-  t.workgroup = w;
-  t.depth = un;
-  t.stages = comma != nullptr && std::strstr(comma, "pre") != nullptr ? 2 : 1;  // ",pre": one trip ahead
-  t.trans_a = trans_a;
-  t.trans_b = trans_b;
+  t.stages = opts.find("pre") != std::string::npos ? 2 : 1;  // ",pre": one trip ahead
   *c = t;
   return true;
 }

@@ -132,8 +132,9 @@ std::string build_tensor_matmul_spirv(const TensorMmConfig& c, std::vector<uint3
   const uint32_t zb = m.def(&m.types, kOpConstantComposite, tb, {hzero});
   const uint32_t zacc = m.def(&m.types, kOpConstantComposite, tacc, {fzero});
   const uint32_t ttl = m.type(kOpTypeTensorLayoutNV, {c2, u32c(kClampUndefined)});
-  const uint32_t cfalse = m.def(&m.types, kOpConstantFalse, tbool, {});
-  const uint32_t ttv = (c.trans_a || c.trans_b) ? m.type(kOpTypeTensorViewNV, {c2, cfalse, c1, c0}) : 0;
+  // The transposing view (no dimensions of its own, dimensions permuted 1, 0), where an operand needs it.
+  const uint32_t ttv =
+      (c.trans_a || c.trans_b) ? m.type(kOpTypeTensorViewNV, {c2, m.def(&m.types, kOpConstantFalse, tbool, {}), c1, c0}) : 0;
   // Interface variables.
   const uint32_t vpc = m.def(&m.types, kOpVariable, tpc_ptr, {kStoragePushConstant});
   const uint32_t vwg = m.def(&m.types, kOpVariable, tin_v3, {kStorageInput});
