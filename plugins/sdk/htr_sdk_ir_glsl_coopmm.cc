@@ -41,7 +41,9 @@ void tile_prologue(const CoopMmConfig& c, std::string* out) {
   s += "  const uint nk = uint(pc.a[5]) / " + u(c.bk) + ";\n";
   s += std::string("  const uint lda = uint(pc.a[") + (c.trans_a ? "7" : "6") + "]) / 8u, ldb = uint(pc.a[" +
        (c.trans_b ? "9" : "8") + "]) / 8u, ldc = uint(pc.a[10]) / 8u;\n";
-  s += "  BV4 pa = BV4(pc.a[0]), pb = BV4(pc.a[1]), pcm = BV4(pc.a[2]);\n";
+  const std::string in = c.readonly_ab && !c.wg ? "BV4R" : "BV4";  // the operands' buffer reference type
+  s += "  " + in + " pa = " + in + "(pc.a[0]), pb = " + in + "(pc.a[1]);\n";
+  s += "  BV4 pcm = BV4(pc.a[2]);\n";
 }
 
 
@@ -110,6 +112,30 @@ CoopMmShader render_coopmm_wg(const CoopMmConfig& c) {
 }
 
 }  // namespace
+
+StagingOrder staging_order(uint32_t groups, uint32_t ld, uint32_t rows) {
+  StagingOrder so;
+  if (groups == 0 || groups >= 8 || 8 % groups != 0) return so;  // 8+ groups: consecutive lanes already
+  const uint32_t per = 8 / groups;                                 // rows in one 8-lane phase
+  for (uint32_t s = 1; s <= 8; ++s) {
+    if (rows % (per * s) != 0) continue;
+    // The phase's rows r, r + s, ..., r + (per - 1) s start at bank quads (r + j s) ld mod 8; each
+    // row takes `groups` consecutive quads: distinct iff the starts are the multiples of `groups`.
+    uint32_t seen = 0;
+    bool ok = true;
+    for (uint32_t j = 0; j < per && ok; ++j) {
+      const uint32_t start = (j * s * ld) % 8;
+      ok = start % groups == 0 && (seen & (1u << start)) == 0;
+      seen |= 1u << start;
+    }
+    if (ok) {
+      so.stride = s;
+      so.block_rows = per * s;
+      return so;
+    }
+  }
+  return so;
+}
 
 CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   if (c.wg && !c.wg_staged) return render_coopmm_wg(c);
@@ -190,6 +216,8 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   s += "layout(local_size_x = " + std::to_string(c.workgroup) + ", local_size_y = 1, local_size_z = 1) in;\n";
   s += "layout(push_constant, std430) uniform PC { uint64_t a[12]; uint grid[3]; uint base[3]; } pc;\n";
   s += "layout(buffer_reference, std430, buffer_reference_align = 16) buffer BV4 { uvec4 v[]; };\n";
+  if (c.readonly_ab)
+    s += "layout(buffer_reference, std430, buffer_reference_align = 16) restrict readonly buffer BV4R { uvec4 v[]; };\n";
   s += "shared uvec4 smA[" + std::to_string(c.stages * A.stage) + "];\n";
   s += "shared uvec4 smB[" + std::to_string(c.stages * B.stage) + "];\n";
   s += "void main() {\n";
@@ -204,11 +232,20 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   }
   // Each invocation's groups g = lid + t W of a staged tile: row g / groups, group column g % groups;
   // global index at step 0 = (row0 + row) * ld + col0 / 8 + column, then + step per k step.
+  // With bank_order, a staged row of fewer than 8 groups takes its place by staging_order() instead
+  // (row r(g), column c(g)), so that each 8-invocation phase of a 16-byte store hits 8 distinct bank quads.
   auto setup = [&](const char* X, const Operand& o, const std::string& row0, const std::string& col0,
                    const char* ld) {
-    s += "  [[unroll]] for (uint t = 0u; t < " + u(o.per) + "; ++t) { uint g = lid + t * " + u(c.workgroup) + "; g" +
-         X + "[t] = (" + row0 + " + g / " + u(o.groups) + ") * " + ld + " + " + col0 + " / 8u + g % " + u(o.groups) +
-         "; s" + X + "[t] = (g / " + u(o.groups) + ") * " + u(o.ld) + " + g % " + u(o.groups) + "; }\n";
+    const StagingOrder so = c.bank_order ? staging_order(o.groups, o.ld, o.rows) : StagingOrder{};
+    std::string r = "g / " + u(o.groups), col = "g % " + u(o.groups);
+    if (so.stride != 0) {  // g -> block g / 8s, phase (g % 8s) / 8, lane l = g % 8: row q + (l / groups) s
+      r = "(g / " + u(8 * so.stride) + ") * " + u(so.block_rows) + " + (g % " + u(8 * so.stride) + ") / 8u + ((g % 8u) / " +
+          u(o.groups) + ") * " + u(so.stride);
+      col = "(g % 8u) % " + u(o.groups);
+    }
+    s += "  [[unroll]] for (uint t = 0u; t < " + u(o.per) + "; ++t) { uint g = lid + t * " + u(c.workgroup) +
+         "; uint r = " + r + ", q = " + col + "; g" + X + "[t] = (" + row0 + " + r) * " + ld + " + " + col0 +
+         " / 8u + q; s" + X + "[t] = r * " + u(o.ld) + " + q; }\n";
   };
   s += "  uint gA[" + std::to_string(A.per) + "], sA[" + std::to_string(A.per) + "], gB[" + std::to_string(B.per) +
        "], sB[" + std::to_string(B.per) + "];\n";
@@ -253,12 +290,13 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   }
   s += "  barrier();\n";
   const bool diag_noload = c.diag >= 1, diag_nofrag = c.diag >= 2;
+  // The k loop's barrier; exec_barrier (diagnostic): execution only, no memory semantics.
+  const std::string bar = c.exec_barrier ? "controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, 0, 0);" : "barrier();";
   if (diag_nofrag) {  // the fragments of stage 0, k 0, loaded once (diagnostic: MMAs alone in the loop)
     s += "  " + fb + " fb[" + std::to_string(sh.ftn) + "];\n";
     s += "  " + fa + " fa[" + std::to_string(sh.ftm) + "];\n";
     s += "  { const uint oA = 0u, oB = 0u, kk = 0u;\n";
   }
-  s += diag_nofrag ? "" : "  for (uint k0 = 0u; k0 < nk; k0 += " + u(D) + ") {\n";
   const std::string aoff = c.trans_a ? "oA + kk * " + u(A.ld) + " + (tr + i * " + u(cm) + ") / 8u, " + u(A.ld) + ", true"
                                      : "oA + (tr + i * " + u(cm) + ") * " + u(A.ld) + " + kk / 8u, " + u(A.ld) + ", false";
   const std::string boff = c.trans_b ? "oB + (tc + j * " + u(cn) + ") * " + u(B.ld) + " + kk / 8u, " + u(B.ld) + ", true"
@@ -267,23 +305,9 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     s += "    [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) coopMatLoadNV(fb[j], smB, " + boff + ");\n";
     s += "    [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) coopMatLoadNV(fa[i], smA, " + aoff + ");\n";
     s += "  }\n";
-    s += "  for (uint k0 = 0u; k0 < nk; k0 += " + u(D) + ") {\n";
   }
-  for (uint32_t sub = 0; sub < D; ++sub) {
-    s += sub == 0 ? std::string("   {\n") : "   if (k0 + " + u(sub) + " < nk) {\n";
-    s += "    const uint kt = k0 + " + u(sub) + ";\n";
-    if (c.stages == 2) {
-      s += "    const uint cur = kt & 1u, oA = cur * " + u(A.stage) + ", oB = cur * " + u(B.stage) + ";\n";
-      s += "    const uint nA = (cur ^ 1u) * " + u(A.stage) + ", nB = (cur ^ 1u) * " + u(B.stage) + ";\n";
-    } else {
-      s += "    const uint oA = 0u, oB = 0u;\n";
-    }
-    auto next_load = [&] {
-      s += "    if (kt + " + u(D) + " < nk) {\n";
-      load(sub, "kt + " + u(D), "      ");
-      s += "    }\n";
-    };
-    if (!late && !diag_noload) next_load();
+  // One step's fragments and MMAs on stage (oA, oB): the unrolled kk loop.
+  auto mma_step = [&] {
     s += "    [[unroll]] for (uint kk = 0u; kk < " + u(c.bk) + "; kk += " + u(ck) + ") {\n";
     const std::string mma_all = "      [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) +
                                 "; ++i) [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) + "; ++j) acc[i * " +
@@ -306,25 +330,78 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
       s += mma_all;
     }
     s += "    }\n";
+  };
+  // peel: depth 1, two stages, no branch in the loop body (every trip but the last loads and stores
+  // the next step; the last step's MMAs follow the loop), so the compiler may interleave the loads,
+  // MMAs and stores of a step as one basic block.
+  const bool peel = c.peel && D == 1 && !late && c.stages == 2 && c.diag == 0;
+  auto stage_offsets = [&] {
+    s += "    const uint cur = kt & 1u, oA = cur * " + u(A.stage) + ", oB = cur * " + u(B.stage) + ";\n";
+    s += "    const uint nA = (cur ^ 1u) * " + u(A.stage) + ", nB = (cur ^ 1u) * " + u(B.stage) + ";\n";
+  };
+  // early: depth 1, two stages, each step stores the registers loaded during the previous step at
+  // its start, then loads the step after next (clamped to the last step: no branch), then multiplies;
+  // a load and its store sit in different loop trips, so the compiler cannot sink the load to its store.
+  const bool early = c.store_early && D == 1 && !late && c.stages == 2 && c.diag == 0;
+  if (early) {
+    load(0, "min(1u, nk - 1u)", "  ");  // (stage 0 stored above)
+    s += "  for (uint kt = 0u; kt < nk; ++kt) {\n";
+    stage_offsets();
+    store(0, "nA + ", "nB + ", "    ");
+    load(0, "min(kt + 2u, nk - 1u)", "    ");
+    mma_step();
+    s += "    " + bar + "\n";
+    s += "  }\n";
+  } else if (peel) {
+    s += "  for (uint kt = 0u; kt + 1u < nk; ++kt) {\n";
+    stage_offsets();
+    load(0, "kt + 1u", "    ");
+    mma_step();
+    store(0, "nA + ", "nB + ", "    ");
+    s += "    " + bar + "\n";
+    s += "  }\n";
+    s += "  {\n";
+    s += "    const uint kt = nk - 1u;\n";
+    stage_offsets();
+    mma_step();
+    s += "  }\n";
+  } else {
+    s += "  for (uint k0 = 0u; k0 < nk; k0 += " + u(D) + ") {\n";
+  }
+  for (uint32_t sub = 0; sub < D && !peel && !early; ++sub) {
+    s += sub == 0 ? std::string("   {\n") : "   if (k0 + " + u(sub) + " < nk) {\n";
+    s += "    const uint kt = k0 + " + u(sub) + ";\n";
+    if (c.stages == 2) {
+      stage_offsets();
+    } else {
+      s += "    const uint oA = 0u, oB = 0u;\n";
+    }
+    auto next_load = [&] {
+      s += "    if (kt + " + u(D) + " < nk) {\n";
+      load(sub, "kt + " + u(D), "      ");
+      s += "    }\n";
+    };
+    if (!late && !diag_noload) next_load();
+    mma_step();
     if (late && !diag_noload) next_load();
     const uint32_t nxt = (sub + 1) % D;
     if (diag_noload) {
-      s += "    barrier();\n";
+      s += "    " + bar + "\n";
     } else if (c.stages == 2) {
       s += "    if (kt + 1u < nk) {\n";
       store(nxt, "nA + ", "nB + ", "      ");
       s += "    }\n";
-      s += "    barrier();\n";
+      s += "    " + bar + "\n";
     } else {
-      s += "    barrier();\n";
+      s += "    " + bar + "\n";
       s += "    if (kt + 1u < nk) {\n";
       store(nxt, "", "", "      ");
       s += "    }\n";
-      s += "    barrier();\n";
+      s += "    " + bar + "\n";
     }
     s += "   }\n";
   }
-  s += "  }\n";
+  if (!peel && !early) s += "  }\n";
   s += "  [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) +
        "; ++j) {\n";
   s += "    " + fh + " h = " + fh + "(acc[i * " + u(sh.ftn) + " + j]);\n";

@@ -28,7 +28,8 @@
  * issues the next step's loads after the MMAs and stores them at once: the
  * fewest registers, latency hidden only by other workgroups on the SM.
  * Fragments are loaded from workgroup memory with coopMatLoadNV (rows
- * padded by 8 halves against bank conflicts), the epilogue converts each accumulator to f16 and stores it
+ * padded by 8 halves against bank conflicts; the 16-byte stores staged in
+ * bank_order), the epilogue converts each accumulator to f16 and stores it
  * with coopMatStoreNV straight to C.
  *
  * Arguments: the same push-constant layout as the DSL matmul
@@ -87,6 +88,18 @@ struct CoopMmConfig {
   uint32_t diag = 0;                     // diagnostic, wrong results: 1 = no global loads in the k loop (the
                                          // first tiles staged once), 2 = also the fragments loaded once
                                          // before it (MMAs and barriers alone): the MMA path's ceiling
+  bool bank_order = true;                // staging order by staging_order(): each 8-invocation phase of a
+                                         // 16-byte workgroup-memory store hits distinct banks (false: row by
+                                         // row, where rows of 4 groups, as A's 128x32 tile, store 2-way
+                                         // conflicted; H100, session 21: +1-5% with it, NMSE 0.0)
+  bool peel = false;                     // depth 1, two stages: the k loop without branches (the last step
+                                         // peeled off), so loads, MMAs and stores form one basic block
+  bool store_early = false;              // depth 1, two stages: each step first stores the registers loaded
+                                         // during the previous step, then loads the step after next (a
+                                         // clamped, branch-free k loop), then multiplies
+  bool exec_barrier = false;             // diagnostic: the k loop's barriers without memory semantics (the
+                                         // Vulkan memory model then does not make the staged tiles visible)
+  bool readonly_ab = false;              // A and B through a readonly, restrict buffer reference
   bool tensor = false;                   // not a rendering property: the vulkan plugin builds the SPIR-V of a
                                          // workgroup-scope kernel with tensor-layout loads itself
                                          // (plugins/vulkan/vk_spirv_tensor_mm.h; bm, bn, bk, workgroup,
@@ -103,6 +116,18 @@ struct CoopMmShader {
   uint32_t sgm = 0, sgn = 0;   // subgroup grid
   uint32_t ftm = 0, ftn = 0;   // fragments per subgroup
 };
+
+// Where invocation-order group g of a staged tile with `groups` 16-byte groups a row (workgroup-memory
+// row stride ld groups, `rows` rows) goes with CoopMmConfig::bank_order, for groups < 8: lanes
+// 8p .. 8p + 7 (one phase of a 16-byte store) take the rows q, q + stride, ... (q = p's place in its
+// block of block_rows rows), chosen so their padded groups fall in 8 distinct 4-bank quads:
+//   block = g / (8 stride), row = block * block_rows + (g % (8 stride)) / 8 + ((g % 8) / groups) * stride,
+//   column = (g % 8) % groups.
+// stride == 0: keep row g / groups, column g % groups (8 or more groups, or no stride divides rows).
+struct StagingOrder {
+  uint32_t stride = 0, block_rows = 0;
+};
+StagingOrder staging_order(uint32_t groups, uint32_t ld, uint32_t rows);
 
 // Renders the kernel for `c` within `shared_limit` bytes of workgroup memory.
 CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit);

@@ -18,6 +18,8 @@
 #            (';'-separated; the first, 0, is the subgroup kernel and the NMSE reference) at 4096
 #            and 8192 with PyTorch, then VK_WG_CHECK (default: the sweep's second value) with
 #            transposed operands against the subgroup kernel at 4096
+#   transcheck  the subgroup kernel with A and B transposed (--trans-a 1 --trans-b 1) at 4096, f16 and
+#            bf16: the HTR_VK_COOPMM values of VK_TRANS_CHECK, each against the first (NMSE)
 #   tensor   f16 and bf16 on workgroup-scope matrices loaded through tensor layouts (HTR_VK_COOPMM_TENSOR
 #            values in VK_SWEEP_TENSOR), each against the subgroup kernel and PyTorch, the driver's
 #            internal representations in ir.tgz, and a transposed check (VK_TENSOR_CHECK)
@@ -61,6 +63,7 @@ stamp() { echo "== $1 ($(( $(date +%s) - T0 )) s)"; }
 short() { sed 's/.*"env":"\([^"]*\)".*"impl":"\([^"]*\)".*"metric":"\([^"]*\)".*"shape":"\([^"]*\)".*"value":\([0-9.e+-]*\).*/\1 \2 \3 \4 \5/; s/.*"impl":"\([^"]*\)".*"metric":"\([^"]*\)".*"shape":"\([^"]*\)".*"value":\([0-9.e+-]*\).*/\1 \2 \3 \4/'; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 "$D/bin/htr-info" 2>&1 | grep -i "vulkan" | head -4
+HTR_LOG=info "$D/bin/htr-info" 2>&1 | grep -i "workgroup memory" | head -2
 # default sweeps (session 8, second call): the defaults first (the NMSE reference), each candidate
 # on NV cooperative matrices and through the KHR rewrite (`khr`; bf16 is always KHR)
 VK_SWEEP=${VK_SWEEP:-128x256x32x512x1x1;128x256x32x512x1x1,khr;128x128x32x128x2x1,lean;128x128x32x128x2x1,lean,khr;128x256x32x256x1x1,lean;128x256x32x256x1x1,lean,khr;128x128x32x256x2x3;128x128x32x256x2x3,khr;256x128x32x512x1x1,khr;128x128x32x128x2x2,lean,khr}
@@ -130,6 +133,17 @@ for sec in ${SECTIONS:-f16 bf16 bf16check conform}; do
       grep -i "differs\|error" "$OUT/tensorcheck.err" | head -3
     done
     [ -d "$OUT/ir" ] && { ls "$OUT/ir" | head -5; tar czf "$OUT/ir.tgz" -C "$OUT" ir && rm -rf "$OUT/ir"; }
+    ;;
+  transcheck)
+    for dt in f16 bf16; do
+      HTR_VK_COOPMM_BF16=1 timeout ${CHECK_TIMEOUT:-20} "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype $dt \
+        --size 4096 --dsl-sizes 0 --reps 2 --warmup 1 --warmup-ms 0 --python false --trans-a 1 --trans-b 1 \
+        --sweep-env HTR_VK_COOPMM --sweep-values "${VK_TRANS_CHECK:-128x128x32x128x2x1,lean;128x128x32x128x2x1,lean,bank,peel}" \
+        > "$OUT/transcheck_$dt.jsonl" 2> "$OUT/transcheck_$dt.err"
+      echo "transcheck $dt rc=$?"
+      grep -o '"env":"[^"]*"\|"nmse_vs_first":[^,]*\|"value":[0-9.e+-]*' "$OUT/transcheck_$dt.jsonl" | tr '\n' ' '; echo
+      grep -i "differs\|error" "$OUT/transcheck_$dt.err" | head -3
+    done
     ;;
   bf16check)
     # the bf16 fast path (first value) against the DSL library kernel (second), plain and transposed

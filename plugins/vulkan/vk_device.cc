@@ -323,6 +323,9 @@ void discover_devices(htr_plugin_ctx_t* ctx) {
     std::string why;
     if (!kernels_supported(d, &why))
       ctx->host.log(HTR_LOG_INFO, "%s: no kernel IR support: %s", name, why.c_str());
+    ctx->host.log(HTR_LOG_INFO, "%s: workgroup memory %u bytes, %u invocations, subgroup size %u", name,
+                  d.props.limits.maxComputeSharedMemorySize, d.props.limits.maxComputeWorkGroupInvocations,
+                  d.subgroup_size);
     ctx->devices.push_back(d);
   }
 }

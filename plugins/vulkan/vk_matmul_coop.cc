@@ -151,22 +151,38 @@ bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a
     if (const char* comma = std::strchr(e, ',')) opts = comma + 1;  // "TILE,OPT..." (one variable per sweep value)
   }
   if (const char* e = std::getenv("HTR_VK_COOPMM_OPT")) opts += std::string(",") + e;
+  // The options as ','-separated words; of a pair (lean / nolean) the later word wins.
+  std::vector<std::string> words;
+  for (size_t at = 0; at <= opts.size();) {
+    const size_t end = std::min(opts.find(',', at), opts.size());
+    words.push_back(opts.substr(at, end - at));
+    at = end + 1;
+  }
+  auto has = [&words](const char* w) { return std::find(words.begin(), words.end(), w) != words.end(); };
+  auto pick = [&words](const char* on, const char* off, bool* v) {
+    for (const std::string& w : words)
+      if (w == on || w == off) *v = w == on;
+  };
   // Transposed operands: on since session 7 (the H200 passed "f16 library matmul on interior tiles
   // with transposes" on this path); `notrans` keeps them on the DSL kernel.
-  const bool trans_ok = opts.find("notrans") == std::string::npos;
-  if (opts.find("lean") != std::string::npos) t.lean = true;
-  if (opts.find("nolean") != std::string::npos) t.lean = false;
+  const bool trans_ok = !has("notrans");
+  pick("lean", "nolean", &t.lean);
+  pick("bank", "nobank", &t.bank_order);
+  pick("peel", "nopeel", &t.peel);
+  pick("early", "noearly", &t.store_early);
+  if (has("xbar")) t.exec_barrier = true;
+  if (has("rdonly")) t.readonly_ab = true;
   // f16 through the KHR rewrite where the device lists a KHR f16 shape (`nv`: NV cooperative
   // matrices; `khr`: KHR or no fast path); bf16 always is KHR.
-  const bool want_nv = opts.find("nv") != std::string::npos, want_khr = opts.find("khr") != std::string::npos;
+  const bool want_nv = has("nv"), want_khr = has("khr");
   t.khr = bf16 || (info.coopmat_khr_f16 && !want_nv);
   if (want_khr && !bf16 && !info.coopmat_khr_f16) return false;
-  t.col_order = opts.find("col") != std::string::npos;
+  t.col_order = has("col");
   const size_t g = opts.find("group=");
   if (g != std::string::npos) t.group_m = static_cast<uint32_t>(std::strtoul(opts.c_str() + g + 6, nullptr, 10));
   if ((trans_a || trans_b) && !trans_ok) return false;
   // `peak1` / `peak2`: the diagnostic kernels of CoopMmConfig::diag (wrong results; for measuring).
-  t.diag = opts.find("peak2") != std::string::npos ? 2 : opts.find("peak1") != std::string::npos ? 1 : 0;
+  t.diag = has("peak2") ? 2 : has("peak1") ? 1 : 0;
   t.subgroup = 32;
   t.trans_a = trans_a;
   t.trans_b = trans_b;
@@ -188,7 +204,9 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
                           (c.trans_b ? "/tb" : "") + "/d" + std::to_string(c.depth) +
                           (c.lean ? "/lean" : "") + (c.col_order ? "/col" : "") + "/g" + std::to_string(c.group_m) + (bf16 ? "/bf16" : "") + (c.khr ? "/khr" : "") +
                           (c.wg ? "/wg" : "") + (c.wg_staged ? "/staged" : "") + (c.tensor ? "/tensor" : "") +
-                          "/diag" + std::to_string(c.diag);
+                          "/diag" + std::to_string(c.diag) + (c.bank_order ? "/bank" : "") + (c.peel ? "/peel" : "") +
+                          (c.store_early ? "/early" : "") + (c.exec_barrier ? "/xbar" : "") +
+                          (c.readonly_ab ? "/ro" : "");
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {

@@ -8,11 +8,16 @@
  *
  * Tile: HTR_VK_COOPMM=BMxBNxBKxW[xSTAGES[xDEPTH]][,OPT...] (0: off), else the
  * device default (coopmm_config; DEPTH: k steps in flight in registers);
- * HTR_VK_COOPMM_OPT (or OPT after the tile) = lean,group=N,col for sweeps (A
- * fragments one at a time; bands of N tile rows, 0 = row by row; tiles
- * column by column), and `notrans` to keep transposed operands (A as [K,M],
- * B as [N,K]) off it (on by default since the H200 passed tests/vulkan's "f16
- * library matmul on interior tiles with transposes" on this path, session 7).
+ * HTR_VK_COOPMM_OPT (or OPT after the tile), ','-separated words, for sweeps:
+ * lean / nolean (A fragments one at a time), group=N (bands of N tile rows, 0 =
+ * row by row), col (tiles column by column), nobank (staging row by row instead
+ * of CoopMmConfig::bank_order, the default), peel / early / rdonly (the k loop
+ * without branches, stores before loads, readonly operands: measured, not
+ * faster, plugins/vulkan/README.md), peak1 / peak2 / xbar
+ * (diagnostics, see CoopMmConfig), and `notrans` to keep transposed operands
+ * (A as [K,M], B as [N,K]) off it (on by default since the H200 passed
+ * tests/vulkan's "f16 library matmul on interior tiles with transposes" on
+ * this path, session 7).
  * Options `khr` / `nv`: f16 through the KHR rewrite (vk_spirv_bf16.h; the default where the
  * device lists a KHR f16 16x16x16 shape) or on NV cooperative matrices. Defaults (H200, session
  * 8): f16 128x128x32 over 128, two stages, depth 1, lean, KHR (NV-only devices: 128x256x32 over

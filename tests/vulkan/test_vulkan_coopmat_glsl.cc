@@ -9,6 +9,7 @@
 #include <shaderc/shaderc.h>
 #include <spirv-tools/libspirv.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -248,6 +249,7 @@ void bf16_rewrite_checks() {
   c.workgroup = 128;
   c.lean = true;
   expect_bf16_rewrite(c, "128x128x32/128 lean");
+
   {
     // f16 on KHR cooperative matrices (bf16 = false): only the cooperative parts change.
     htr_sdk::ir::CoopMmConfig f;
@@ -353,6 +355,88 @@ void coopmm_fit_checks() {
   check(!htr_sdk::ir::coopmm_fits(t, 256, 128, 64, 64, 1, 128, 1, 128, 1, 0, 0, 0), "coopmm A^T: strides say A");
 }
 
+// CoopMmConfig::bank_order (htr_sdk_ir_glsl_coopmm.h): the staging order puts each group of a tile
+// exactly once and gives every 8-lane phase of a 16-byte store 8 distinct 4-bank quads; then the
+// rendered kernels with it, the peeled k loop and readonly operands compile, validate and rewrite.
+void staging_checks() {
+  struct Case {
+    uint32_t groups, ld, rows, want_stride;
+  };
+  for (const Case k : {Case{4, 5, 128, 4}, Case{2, 3, 128, 2}, Case{4, 5, 32, 4}, Case{8, 9, 32, 0}, Case{16, 17, 32, 0},
+                       Case{1, 2, 64, 0}}) {
+    const htr_sdk::ir::StagingOrder so = htr_sdk::ir::staging_order(k.groups, k.ld, k.rows);
+    const std::string name = "staging order " + std::to_string(k.groups) + " groups, ld " + std::to_string(k.ld);
+    check(so.stride == k.want_stride, name + ": stride " + std::to_string(so.stride));
+    std::vector<int> hit(k.rows * k.groups, 0);
+    bool phases_ok = true;
+    for (uint32_t g0 = 0; g0 < k.rows * k.groups; g0 += 8) {
+      uint32_t quads = 0;
+      for (uint32_t g = g0; g < g0 + 8 && g < k.rows * k.groups; ++g) {
+        uint32_t r = g / k.groups, c = g % k.groups;  // the header's formula
+        if (so.stride != 0) {
+          r = (g / (8 * so.stride)) * so.block_rows + (g % (8 * so.stride)) / 8 + ((g % 8) / k.groups) * so.stride;
+          c = (g % 8) % k.groups;
+        }
+        if (r < k.rows && c < k.groups) ++hit[r * k.groups + c];
+        const uint32_t quad = (r * k.ld + c) % 8;
+        phases_ok = phases_ok && (quads & (1u << quad)) == 0;
+        quads |= 1u << quad;
+      }
+    }
+    const bool once = std::all_of(hit.begin(), hit.end(), [](int n) { return n == 1; });
+    check(once, name + ": every group staged once");
+    if (so.stride != 0 || k.groups >= 8) check(phases_ok, name + ": each phase on distinct bank quads");
+  }
+  {
+    htr_sdk::ir::CoopMmConfig d;  // bank order is the default; without it A's groups go row by row
+    d.workgroup = 128;
+    const std::string on = htr_sdk::ir::render_coopmm(d, 49152).source;
+    d.bank_order = false;
+    const std::string off = htr_sdk::ir::render_coopmm(d, 49152).source;
+    check(on.find("uint r = (g / 32u) * 8u + (g % 32u) / 8u + ((g % 8u) / 4u) * 4u, q = (g % 8u) % 4u;") != std::string::npos &&
+              off.find("uint r = g / 4u, q = g % 4u;") != std::string::npos && compile(off, "coopmm").empty(),
+          "coopmm: bank order by default, row by row without it (compiles)");
+  }
+  for (bool ta : {false, true}) {
+    htr_sdk::ir::CoopMmConfig c;
+    c.workgroup = 128;
+    c.lean = true;
+    c.bank_order = c.peel = c.readonly_ab = true;
+    c.trans_a = c.trans_b = ta;
+    const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(c, 49152);
+    const std::string& src = sh.source;
+    std::vector<uint32_t> nv, khr;
+    const std::string err = compile(src, "coopmm", &nv);
+    // peeled: one loop with unconditional loads and stores, the last step after it
+    const size_t loop = src.find("for (uint kt = 0u; kt + 1u < nk; ++kt)"), last = src.find("const uint kt = nk - 1u;");
+    check(err.empty() && loop != std::string::npos && last != std::string::npos && loop < last &&
+              src.find("if (kt + 1u < nk)") == std::string::npos && src.find("restrict readonly buffer BV4R") != std::string::npos &&
+              src.find("BV4R pa = BV4R(pc.a[0])") != std::string::npos &&
+              src.find(ta ? "(g / 32u) * 8u + (g % 32u) / 8u + ((g % 8u) / 4u) * 4u" : "(g / 32u) * 8u") !=
+                  std::string::npos,
+          std::string("coopmm bank order, peeled, readonly") + (ta ? " A^T B^T" : "") + ": renders, compiles " + err);
+    if (!err.empty()) continue;
+    check(htr_vk::spirv_nv_f16_to_khr_bf16(nv, &khr).empty() && htr_vk::spirv_nv_f16_to_khr(nv, false, &khr).empty(),
+          std::string("coopmm bank order, peeled, readonly") + (ta ? " A^T B^T" : "") + ": bf16 and f16 KHR rewrites");
+    // store_early: each trip stores the previous trip's registers first, then loads two steps ahead
+    c.peel = false;
+    c.store_early = true;
+    const std::string e = htr_sdk::ir::render_coopmm(c, 49152).source;
+    const size_t trip = e.find("for (uint kt = 0u; kt < nk; ++kt)"), st = e.find("smA[nA + sA[t]] = ra0[t]", trip),
+                 ld = e.find("(min(kt + 2u, nk - 1u)) * stepA]", trip), mma = e.find("coopMatMulAddNV", trip);
+    std::vector<uint32_t> ev;
+    const std::string eerr = compile(e, "coopmm", &ev);
+    check(eerr.empty() && trip != std::string::npos && trip < st && st < ld && ld < mma &&
+              e.find("if (kt") == std::string::npos && htr_vk::spirv_nv_f16_to_khr_bf16(ev, &khr).empty(),
+          std::string("coopmm stores early") + (ta ? " A^T B^T" : "") + ": store, load two ahead, MMAs; compiles, rewrites " + eerr);
+    c.exec_barrier = true;  // diagnostic: execution-only barriers in the k loop
+    const std::string x = htr_sdk::ir::render_coopmm(c, 49152).source;
+    const std::string xerr = compile(x, "coopmm");
+    check(xerr.empty() && x.find("controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, 0, 0);") != std::string::npos,
+          std::string("coopmm execution-only barriers") + (ta ? " A^T B^T" : "") + ": render, compile " + xerr);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -432,6 +516,7 @@ int main() {
   expect_coopmm(256, 256, 64, 256, 2, false);  // workgroup memory
   expect_coopmm(100, 128, 32, 256, 2, false);  // does not divide
   coopmm_fit_checks();
+  staging_checks();
   bf16_rewrite_checks();
   wg_checks();
   expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true);   // the H200 default (vk_ops.cc)
