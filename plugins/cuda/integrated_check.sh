@@ -139,13 +139,21 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
     for f in "$D"/../.gl/*.deb .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done; ldconfig
     [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
       export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-    # the library matmul at 4096 and 8192 against PyTorch in the same process (bf16 on cooperative
-    # matrices: HTR_VK_COOPMM_BF16=1, plugins/vulkan/README.md)
+    # the library matmul at 4096 and 8192 against PyTorch in the same process (f16 and bf16 on
+    # cooperative matrices, plugins/vulkan/README.md)
     for dt in ${VK_DTYPES:-f16 bf16 f32}; do
       for n in ${VK_SIZES:-4096 8192}; do
-        HTR_VK_COOPMM_BF16=1 timeout 120 "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype $dt --size $n \
+        timeout 120 "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype $dt --size $n \
           --dsl-sizes 0 --reps 10 --python "$PY" 2>&1 | grep '"ratio"\|tflops' | short
       done
+    done
+    # bf16 on cooperative matrices (HTR_VK_COOPMM_BF16=1, the default) against the DSL kernel (=0) at
+    # 4096, plain and transposed: NMSE of the second against the first
+    for tr in "" "--trans-a 1 --trans-b 1"; do
+      timeout 30 "$D/bin/htr-bench-gpu" matmul-gpu --device vulkan:0 --dtype bf16 --size 4096 --dsl-sizes 0 --reps 2 \
+        --warmup 1 --warmup-ms 0 --python false $tr --sweep-env HTR_VK_COOPMM_BF16 --sweep-values "1;0" 2>&1 |
+        grep -o '"env":"[^"]*"\|"nmse_vs_first":[^,]*\|"value":[0-9.e+-]*' | tr '\n' ' '
+      echo " [bf16 fast vs DSL $tr]"
     done
     timeout 200 "$D/bin/htr-conform" --plugin "$D/plugins/libhtr_vulkan.so" > "$OUT/conform-vulkan.txt" 2>&1
     echo "conform vulkan rc=$?"; tail -1 "$OUT/conform-vulkan.txt"; grep " FAIL " "$OUT/conform-vulkan.txt"

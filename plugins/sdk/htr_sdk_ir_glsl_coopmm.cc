@@ -218,6 +218,15 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   s += "layout(buffer_reference, std430, buffer_reference_align = 16) buffer BV4 { uvec4 v[]; };\n";
   if (c.readonly_ab)
     s += "layout(buffer_reference, std430, buffer_reference_align = 16) restrict readonly buffer BV4R { uvec4 v[]; };\n";
+  const bool round = c.round_bf16 && !wgs;
+  if (round && nsg * 64 > c.stages * A.stage) {
+    sh.why = "no room for the bf16 epilogue's 1 KB a subgroup in workgroup memory";
+    return sh;
+  }
+  if (round)  // htr_bf16_bits of htr_sdk_ir_glsl.cc on f32 bits: round to nearest even, NaN stays NaN (quiet)
+    s += "uint htr_bf16_rne(uint b) { return ((b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu) != 0u) ? "
+         "((b >> 16) | 0x40u) : ((b + 0x7fffu + ((b >> 16) & 1u)) >> 16); }\n"
+         "uint htr_bf16_pair(uint lo, uint hi) { return htr_bf16_rne(lo) | (htr_bf16_rne(hi) << 16); }\n";
   s += "shared uvec4 smA[" + std::to_string(c.stages * A.stage) + "];\n";
   s += "shared uvec4 smB[" + std::to_string(c.stages * B.stage) + "];\n";
   s += "void main() {\n";
@@ -402,8 +411,25 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     s += "   }\n";
   }
   if (!peel && !early) s += "  }\n";
+  if (round) s += "  barrier();\n";  // every subgroup's last fragment loads done: the staging memory is free
   s += "  [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) +
        "; ++j) {\n";
+  if (round) {
+    // bf16: each f32 fragment through the subgroup's 1 KB of the (now free) staging memory, rounded per
+    // element by the invocations and stored as bf16 bits (16-byte groups: lane l has row l / 2, columns
+    // 8 (l % 2) .. + 7), so no f32 -> bf16 conversion of the driver's is involved.
+    s += "    coopMatStoreNV(acc[i * " + u(sh.ftn) + " + j], smA, sg * 64u, 4u, false);\n";
+    s += "    subgroupMemoryBarrierShared(); subgroupBarrier();\n";
+    s += "    const uint lr = gl_SubgroupInvocationID >> 1, lh = gl_SubgroupInvocationID & 1u;\n";
+    s += "    const uvec4 x0 = smA[sg * 64u + lr * 4u + lh * 2u], x1 = smA[sg * 64u + lr * 4u + lh * 2u + 1u];\n";
+    s += "    pcm.v[(m0 + tr + i * " + u(cm) + " + lr) * ldc + (n0 + tc + j * " + u(cn) + ") / 8u + lh] = uvec4("
+         "htr_bf16_pair(x0.x, x0.y), htr_bf16_pair(x0.z, x0.w), htr_bf16_pair(x1.x, x1.y), htr_bf16_pair(x1.z, x1.w));\n";
+    s += "    subgroupBarrier();\n";
+    s += "  }\n";
+    s += "}\n";
+    sh.source = std::move(s);
+    return sh;
+  }
   s += "    " + fh + " h = " + fh + "(acc[i * " + u(sh.ftn) + " + j]);\n";
   s += "    coopMatStoreNV(h, pcm.v, (m0 + tr + i * " + u(cm) + ") * ldc + (n0 + tc + j * " + u(cn) +
        ") / 8u, ldc, false);\n";

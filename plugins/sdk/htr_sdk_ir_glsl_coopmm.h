@@ -30,7 +30,8 @@
  * Fragments are loaded from workgroup memory with coopMatLoadNV (rows
  * padded by 8 halves against bank conflicts; the 16-byte stores staged in
  * bank_order), the epilogue converts each accumulator to f16 and stores it
- * with coopMatStoreNV straight to C.
+ * with coopMatStoreNV straight to C (round_bf16: through workgroup memory,
+ * rounded to bf16 bits by the invocations).
  *
  * Arguments: the same push-constant layout as the DSL matmul
  * (ops/kernels/matmul.cc, 12 arguments a, b, c, M, N, K, stride_am,
@@ -97,6 +98,11 @@ struct CoopMmConfig {
   bool store_early = false;              // depth 1, two stages: each step first stores the registers loaded
                                          // during the previous step, then loads the step after next (a
                                          // clamped, branch-free k loop), then multiplies
+  bool round_bf16 = false;               // subgroup kernels, for the bf16 rewrite: the epilogue stores each
+                                         // f32 fragment to workgroup memory (1 KB a subgroup) and the
+                                         // invocations round it to bf16 bits (nearest even) and store those,
+                                         // instead of converting the fragment (the driver's f32 -> bf16
+                                         // conversion did not round to nearest even: NMSE 1.65e-5)
   bool exec_barrier = false;             // diagnostic: the k loop's barriers without memory semantics (the
                                          // Vulkan memory model then does not make the staged tiles visible)
   bool readonly_ab = false;              // A and B through a readonly, restrict buffer reference

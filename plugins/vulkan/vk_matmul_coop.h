@@ -13,7 +13,8 @@
  * row by row), col (tiles column by column), nobank (staging row by row instead
  * of CoopMmConfig::bank_order, the default), peel / early / rdonly (the k loop
  * without branches, stores before loads, readonly operands: measured, not
- * faster, plugins/vulkan/README.md), peak1 / peak2 / xbar
+ * faster, plugins/vulkan/README.md), noround (bf16: the driver's f32 -> bf16
+ * conversion instead of the rounding epilogue), peak1 / peak2 / xbar
  * (diagnostics, see CoopMmConfig), and `notrans` to keep transposed operands
  * (A as [K,M], B as [N,K]) off it (on by default since the H200 passed
  * tests/vulkan's "f16 library matmul on interior tiles with transposes" on
@@ -21,7 +22,8 @@
  * Options `khr` / `nv`: f16 through the KHR rewrite (vk_spirv_bf16.h; the default where the
  * device lists a KHR f16 16x16x16 shape) or on NV cooperative matrices. Defaults (H200, session
  * 8): f16 128x128x32 over 128, two stages, depth 1, lean, KHR (NV-only devices: 128x256x32 over
- * 512, one stage); bf16 128x128x32 over 128, two stages, depth 1 (opt-in: HTR_VK_COOPMM_BF16=1).
+ * 512, one stage); bf16 128x128x32 over 128, two stages, depth 1, with the rounding epilogue
+ * (CoopMmConfig::round_bf16; HTR_VK_COOPMM_BF16=0 keeps bf16 on the DSL kernel).
  * HTR_VK_COOPMM2=BMxBNxBKxW[xUNROLL][,col][,group=N][,stage|stage1] (f16, devices with VK_NV_cooperative_matrix2's
  * workgroup scope and flexible dimensions): the workgroup-scope kernel of htr_sdk_ir_glsl_coopmm.h
  * instead, where the device lists a flexible shape for W invocations that divides the tile
@@ -42,8 +44,8 @@ namespace htr_vk {
 // or the tile does not fit the device's workgroup limits).
 // trans_a / trans_b: the operands are stored transposed (see htr_sdk_ir_glsl_coopmm.h).
 // dtype: f16 (NV cooperative matrices), or bf16 (the same kernel's SPIR-V rewritten to KHR
-// cooperative matrices with bf16 components, vk_spirv_bf16.h; needs PhysInfo::coopmat_khr_bf16
-// and HTR_VK_COOPMM_BF16=1, see vk_matmul_coop.cc); anything else: false.
+// cooperative matrices with bf16 components, vk_spirv_bf16.h; needs PhysInfo::coopmat_khr_bf16,
+// off with HTR_VK_COOPMM_BF16=0, see vk_matmul_coop.cc); anything else: false.
 bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a, bool trans_b,
                    htr_sdk::ir::CoopMmConfig* c);
 

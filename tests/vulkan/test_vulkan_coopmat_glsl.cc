@@ -249,7 +249,32 @@ void bf16_rewrite_checks() {
   c.workgroup = 128;
   c.lean = true;
   expect_bf16_rewrite(c, "128x128x32/128 lean");
-
+  for (bool ta : {false, true}) {
+    // The bf16 default (128x128x32 over 128, two stages) with the rounding epilogue: f32 fragments
+    // stored to workgroup memory and rounded by the invocations; no f32 -> f16 (bf16) conversion left.
+    htr_sdk::ir::CoopMmConfig r;
+    r.workgroup = 128;
+    r.round_bf16 = true;
+    r.trans_a = r.trans_b = ta;
+    const std::string src = htr_sdk::ir::render_coopmm(r, 49152).source;
+    std::vector<uint32_t> nv, khr;
+    const std::string err = compile(src, "coopmm", &nv);
+    const std::string why = err.empty() ? htr_vk::spirv_nv_f16_to_khr_bf16(nv, &khr) : err;
+    auto a = opcodes(nv), b = opcodes(khr);
+    check(why.empty() && src.find("coopMatStoreNV(acc[i * 4u + j], smA, sg * 64u, 4u, false);") != std::string::npos &&
+              src.find("htr_bf16_pair(x1.z, x1.w)") != std::string::npos && a[5360] == 16 && b[4458] == 16 && b[5360] == 0 &&
+              b[4459] == a[5361] && b[4456] == 3 && src.find("fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> h") == std::string::npos,
+          std::string("bf16 rounding epilogue") + (ta ? " A^T B^T" : "") +
+              ": f32 fragments stored, rounded by the invocations, KHR rewrite (A, B, accumulator types) " + why +
+              " [stores " + std::to_string(a[5360]) + "/" + std::to_string(b[4458]) + ", types " + std::to_string(b[4456]) + "]");
+  }
+  {
+    htr_sdk::ir::CoopMmConfig r;  // 64x64 over 128: 4 subgroups x 1 KB fit the staging memory
+    r.bm = r.bn = 64;
+    r.workgroup = 128;
+    r.round_bf16 = true;
+    check(!htr_sdk::ir::render_coopmm(r, 49152).source.empty(), "bf16 rounding epilogue renders 64x64/128");
+  }
   {
     // f16 on KHR cooperative matrices (bf16 = false): only the cooperative parts change.
     htr_sdk::ir::CoopMmConfig f;
