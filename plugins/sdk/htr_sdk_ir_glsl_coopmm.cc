@@ -219,8 +219,8 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   if (c.readonly_ab)
     s += "layout(buffer_reference, std430, buffer_reference_align = 16) restrict readonly buffer BV4R { uvec4 v[]; };\n";
   const bool round = c.round_bf16 && !wgs;
-  if (round && nsg * 64 > c.stages * A.stage) {
-    sh.why = "no room for the bf16 epilogue's 1 KB a subgroup in workgroup memory";
+  if (round && (c.subgroup != 32 || cm != 16 || cn != 16 || nsg * 64 > c.stages * A.stage)) {
+    sh.why = "the bf16 epilogue needs subgroups of 32, 16x16 fragments and 1 KB a subgroup of workgroup memory";
     return sh;
   }
   if (round)  // htr_bf16_bits of htr_sdk_ir_glsl.cc on f32 bits: round to nearest even, NaN stays NaN (quiet)

@@ -274,6 +274,9 @@ void bf16_rewrite_checks() {
     r.workgroup = 128;
     r.round_bf16 = true;
     check(!htr_sdk::ir::render_coopmm(r, 49152).source.empty(), "bf16 rounding epilogue renders 64x64/128");
+    r.subgroup = 64;  // its lanes map 32 to a fragment's 16 rows x 2 groups
+    r.workgroup = 128;
+    check(htr_sdk::ir::render_coopmm(r, 49152).source.empty(), "bf16 rounding epilogue refuses subgroups of 64");
   }
   {
     // f16 on KHR cooperative matrices (bf16 = false): only the cooperative parts change.
