@@ -425,14 +425,11 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     s += "    pcm.v[(m0 + tr + i * " + u(cm) + " + lr) * ldc + (n0 + tc + j * " + u(cn) + ") / 8u + lh] = uvec4("
          "htr_bf16_pair(x0.x, x0.y), htr_bf16_pair(x0.z, x0.w), htr_bf16_pair(x1.x, x1.y), htr_bf16_pair(x1.z, x1.w));\n";
     s += "    subgroupBarrier();\n";
-    s += "  }\n";
-    s += "}\n";
-    sh.source = std::move(s);
-    return sh;
+  } else {
+    s += "    " + fh + " h = " + fh + "(acc[i * " + u(sh.ftn) + " + j]);\n";
+    s += "    coopMatStoreNV(h, pcm.v, (m0 + tr + i * " + u(cm) + ") * ldc + (n0 + tc + j * " + u(cn) +
+         ") / 8u, ldc, false);\n";
   }
-  s += "    " + fh + " h = " + fh + "(acc[i * " + u(sh.ftn) + " + j]);\n";
-  s += "    coopMatStoreNV(h, pcm.v, (m0 + tr + i * " + u(cm) + ") * ldc + (n0 + tc + j * " + u(cn) +
-       ") / 8u, ldc, false);\n";
   s += "  }\n";
   s += "}\n";
   sh.source = std::move(s);

@@ -170,18 +170,18 @@ bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a
   pick("bank", "nobank", &t.bank_order);
   pick("peel", "nopeel", &t.peel);
   pick("early", "noearly", &t.store_early);
-  if (has("xbar")) t.exec_barrier = true;
+  t.exec_barrier = has("xbar");
   // bf16: the epilogue rounds to nearest even itself (`noround`: leave it to the driver's conversion)
   t.round_bf16 = bf16 && !has("noround");
-  if (has("rdonly")) t.readonly_ab = true;
+  t.readonly_ab = has("rdonly");
   // f16 through the KHR rewrite where the device lists a KHR f16 shape (`nv`: NV cooperative
   // matrices; `khr`: KHR or no fast path); bf16 always is KHR.
   const bool want_nv = has("nv"), want_khr = has("khr");
   t.khr = bf16 || (info.coopmat_khr_f16 && !want_nv);
   if (want_khr && !bf16 && !info.coopmat_khr_f16) return false;
   t.col_order = has("col");
-  const size_t g = opts.find("group=");
-  if (g != std::string::npos) t.group_m = static_cast<uint32_t>(std::strtoul(opts.c_str() + g + 6, nullptr, 10));
+  for (const std::string& w : words)
+    if (w.compare(0, 6, "group=") == 0) t.group_m = static_cast<uint32_t>(std::strtoul(w.c_str() + 6, nullptr, 10));
   if ((trans_a || trans_b) && !trans_ok) return false;
   // `peak1` / `peak2`: the diagnostic kernels of CoopMmConfig::diag (wrong results; for measuring).
   t.diag = has("peak2") ? 2 : has("peak1") ? 1 : 0;
