@@ -45,7 +45,22 @@ void put_ext(std::vector<uint32_t>* o, const std::string& s) {
 // use scan; literals are left out where an opcode is known to carry them (a literal that equals
 // one of the watched ids elsewhere only makes the rewrite refuse, never accept wrongly).
 bool is_id_word(uint32_t op, uint32_t pos) {
+  constexpr uint32_t kOpTypeForwardPointer = 39, kOpExtInst = 12, kOpCompositeInsert = 82, kOpVectorShuffle = 79,
+                     kOpSwitch = 251, kOpSpecConstantOp = 52;
   switch (op) {
+    // storage classes, function control, component counts, instruction numbers, indices, weights: literals
+    case kOpTypePointer:
+    case kOpTypeForwardPointer: return pos != 2;
+    case kOpVariable:
+    case kOpFunction: return pos != 3;
+    case kOpTypeVector: return pos <= 2;
+    case kOpExtInst: return pos != 4;
+    case kOpCompositeExtract: return pos <= 3;
+    case kOpCompositeInsert:
+    case kOpVectorShuffle: return pos <= 4;
+    case kOpBranchConditional: return pos <= 3;
+    case kOpSwitch: return pos <= 2 || pos % 2 == 0;  // selector, default, then (literal, label) pairs
+    case kOpSpecConstantOp: return pos != 3;
     case kOpConstant: return pos <= 2;
     case kOpLoad: return pos <= 3;
     case kOpStore: return pos <= 2;
