@@ -60,6 +60,7 @@ CoopMmShader render_coopmm_wg(const CoopMmConfig& c) {
     return sh;
   }
   sh.push_bytes = 12 * 8 + 24;
+  sh.invocations = c.workgroup;
   auto mat = [](int bits, uint32_t r, uint32_t k) {
     return "fcoopmatNV<" + std::to_string(bits) + ", gl_ScopeWorkgroup, " + std::to_string(r) + ", " +
            std::to_string(k) + ">";
@@ -152,6 +153,12 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     return sh;
   }
   const uint32_t nsg = wgs ? 1 : c.workgroup / c.subgroup, fr = c.bm / cm, fc = c.bn / cn;
+  // Producer subgroups (warp specialization): they alone load and stage the tiles.
+  const uint32_t P = wgs ? 0 : c.producers, loaders = P != 0 ? P * c.subgroup : c.workgroup;
+  if (P != 0 && (c.stages != 2 || c.depth == 0 || (c.diag == 1 || c.diag == 2) || c.peel || c.store_early)) {
+    sh.why = "producer subgroups need two stages, depth 1..4 and no peel / early / diagnostic";
+    return sh;
+  }
   // Subgroup grid: the most square fragment block per subgroup (fewest operand fragments).
   for (uint32_t sgm = 1; sgm <= nsg; ++sgm) {
     if (nsg % sgm != 0 || fr % sgm != 0 || fc % (nsg / sgm) != 0) continue;
@@ -182,13 +189,13 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     o.groups = cols / 8;
     o.ld = o.groups + 1;
     o.stage = rows * o.ld;
-    o.per = rows * o.groups / c.workgroup;
+    o.per = rows * o.groups / loaders;
     return o;
   };
   const Operand A = c.trans_a ? operand(c.bk, c.bm) : operand(c.bm, c.bk);
   const Operand B = c.trans_b ? operand(c.bn, c.bk) : operand(c.bk, c.bn);
-  if (A.rows * A.groups % c.workgroup != 0 || B.rows * B.groups % c.workgroup != 0 || A.per == 0 || B.per == 0) {
-    sh.why = "tile groups do not divide over the workgroup";
+  if (A.rows * A.groups % loaders != 0 || B.rows * B.groups % loaders != 0 || A.per == 0 || B.per == 0) {
+    sh.why = "tile groups do not divide over the loading invocations";
     return sh;
   }
   sh.shared_bytes = 16 * c.stages * (A.stage + B.stage);
@@ -198,6 +205,7 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     return sh;
   }
   sh.push_bytes = 12 * 8 + 24;
+  sh.invocations = c.workgroup + P * c.subgroup;
   const std::string fa = "fcoopmatNV<16, " + scope + ", " + std::to_string(cm) + ", " + std::to_string(ck) + ">";
   const std::string fb = "fcoopmatNV<16, " + scope + ", " + std::to_string(ck) + ", " + std::to_string(cn) + ">";
   const std::string fh = "fcoopmatNV<16, " + scope + ", " + std::to_string(cm) + ", " + std::to_string(cn) + ">";
@@ -212,8 +220,10 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
        std::to_string(sh.sgm) + "x" + std::to_string(sh.sgn) + " of " + std::to_string(sh.ftm) + "x" +
        std::to_string(sh.ftn) + " fragments, " + std::to_string(c.stages) + " stage(s), bands of " +
        std::to_string(c.group_m) + (c.col_order ? ", column-major tile order" : "") + ", prefetch depth " +
-       std::to_string(c.depth) + (c.lean ? ", lean" : "") + "\n";
-  s += "layout(local_size_x = " + std::to_string(c.workgroup) + ", local_size_y = 1, local_size_z = 1) in;\n";
+       std::to_string(c.depth) + (c.lean ? ", lean" : "") +
+       (P != 0 ? ", " + std::to_string(P) + " producer subgroup(s)" + (c.split ? " (split loops)" : "") : std::string()) +
+       "\n";
+  s += "layout(local_size_x = " + std::to_string(sh.invocations) + ", local_size_y = 1, local_size_z = 1) in;\n";
   s += "layout(push_constant, std430) uniform PC { uint64_t a[12]; uint grid[3]; uint base[3]; } pc;\n";
   s += "layout(buffer_reference, std430, buffer_reference_align = 16) buffer BV4 { uvec4 v[]; };\n";
   if (c.readonly_ab)
@@ -236,6 +246,8 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     s += "  const uint tr = 0u, tc = 0u;\n";
   } else {
     s += "  const uint sg = gl_SubgroupID;\n";
+    if (P != 0)  // producers: pl = their index among the loading invocations (unused by the MMA subgroups)
+      s += "  const bool prod = lid >= " + u(c.workgroup) + ";\n  const uint pl = lid - " + u(c.workgroup) + ";\n";
     s += "  const uint tr = (sg / " + u(sh.sgn) + ") * " + u(sh.ftm * cm) + ", tc = (sg % " + u(sh.sgn) + ") * " +
          u(sh.ftn * cn) + ";\n";
   }
@@ -252,7 +264,8 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
           u(o.groups) + ") * " + u(so.stride);
       col = "(g % 8u) % " + u(o.groups);
     }
-    s += "  [[unroll]] for (uint t = 0u; t < " + u(o.per) + "; ++t) { uint g = lid + t * " + u(c.workgroup) +
+    s += "  [[unroll]] for (uint t = 0u; t < " + u(o.per) + "; ++t) { uint g = " + (P != 0 ? "pl" : "lid") + " + t * " +
+         u(loaders) +
          "; uint r = " + r + ", q = " + col + "; g" + X + "[t] = (" + row0 + " + r) * " + ld + " + " + col0 +
          " / 8u + q; s" + X + "[t] = r * " + u(o.ld) + " + q; }\n";
   };
@@ -278,7 +291,10 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   auto rs = [&](const char* X, uint32_t set) { return std::string("r") + X + std::to_string(set); };
   for (uint32_t d = 0; d < D; ++d)
     s += "  uvec4 " + rs("a", d) + "[" + std::to_string(A.per) + "], " + rs("b", d) + "[" + std::to_string(B.per) + "];\n";
-  auto load = [&](uint32_t set, const std::string& step, const char* ind) {
+  // diag 3: every load reads step 0's tiles again (times pc.base[2], 0 for this kernel's 2-D grid, so
+  // the compiler cannot hoist them): the same instructions, L1 hits instead of L2 -> SM traffic.
+  auto load = [&](uint32_t set, const std::string& step0, const char* ind) {
+    const std::string step = c.diag == 3 ? "(" + step0 + ") * pc.base[2]" : step0;
     s += std::string(ind) + "[[unroll]] for (uint t = 0u; t < " + u(A.per) + "; ++t) " + rs("a", set) +
          "[t] = pa.v[gA[t] + (" + step + ") * stepA];\n";
     s += std::string(ind) + "[[unroll]] for (uint t = 0u; t < " + u(B.per) + "; ++t) " + rs("b", set) +
@@ -290,15 +306,30 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     s += std::string(ind) + "[[unroll]] for (uint t = 0u; t < " + u(B.per) + "; ++t) smB[" + ob + "sB[t]] = " +
          rs("b", set) + "[t];\n";
   };
-  load(0, "0u", "  ");
-  store(0, "", "", "  ");
-  for (uint32_t d = 1; d < D; ++d) {
-    s += "  if (" + u(d) + " < nk) {\n";
-    load(d, u(d), "    ");
-    s += "  }\n";
+  if (P != 0) {
+    // Producers: step 0 staged, steps 1..D loaded (step j in set j % D); then each step kt stores
+    // step kt + 1 (set (kt + 1) % D, loaded D steps earlier) to the other stage and loads step
+    // kt + 1 + D into that set. The MMA subgroups multiply stage kt & 1 meanwhile; one barrier a step.
+    s += "  if (prod) {\n";
+    load(0, "0u", "    ");
+    store(0, "", "", "    ");
+    for (uint32_t d = 1; d <= D; ++d) {
+      s += "    if (" + u(d) + " < nk) {\n";
+      load(d % D, u(d), "      ");
+      s += "    }\n";
+    }
+  } else {
+    load(0, "0u", "  ");
+    store(0, "", "", "  ");
+    for (uint32_t d = 1; d < D; ++d) {
+      s += "  if (" + u(d) + " < nk) {\n";
+      load(d, u(d), "    ");
+      s += "  }\n";
+    }
   }
+  if (P != 0 && !c.split) s += "  }\n";
   s += "  barrier();\n";
-  const bool diag_noload = c.diag >= 1, diag_nofrag = c.diag >= 2;
+  const bool diag_noload = c.diag == 1 || c.diag == 2, diag_nofrag = c.diag == 2;
   // The k loop's barrier; exec_barrier (diagnostic): execution only, no memory semantics.
   const std::string bar = c.exec_barrier ? "controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, 0, 0);" : "barrier();";
   if (diag_nofrag) {  // the fragments of stage 0, k 0, loaded once (diagnostic: MMAs alone in the loop)
@@ -343,7 +374,7 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   // peel: depth 1, two stages, no branch in the loop body (every trip but the last loads and stores
   // the next step; the last step's MMAs follow the loop), so the compiler may interleave the loads,
   // MMAs and stores of a step as one basic block.
-  const bool peel = c.peel && D == 1 && !late && c.stages == 2 && c.diag == 0;
+  const bool peel = c.peel && D == 1 && !late && c.stages == 2 && (c.diag == 0 || c.diag == 3);
   auto stage_offsets = [&] {
     s += "    const uint cur = kt & 1u, oA = cur * " + u(A.stage) + ", oB = cur * " + u(B.stage) + ";\n";
     s += "    const uint nA = (cur ^ 1u) * " + u(A.stage) + ", nB = (cur ^ 1u) * " + u(B.stage) + ";\n";
@@ -351,8 +382,49 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   // early: depth 1, two stages, each step stores the registers loaded during the previous step at
   // its start, then loads the step after next (clamped to the last step: no branch), then multiplies;
   // a load and its store sit in different loop trips, so the compiler cannot sink the load to its store.
-  const bool early = c.store_early && D == 1 && !late && c.stages == 2 && c.diag == 0;
-  if (early) {
+  const bool early = c.store_early && D == 1 && !late && c.stages == 2 && (c.diag == 0 || c.diag == 3);
+  // The producer's part of step kt = k0 + sub (set (sub + 1) % D holds step kt + 1), the MMA subgroups'.
+  auto ws_produce = [&](uint32_t sub, const char* ind) {
+    const std::string i2 = std::string(ind) + "  ";
+    s += std::string(ind) + "if (kt + 1u < nk) {\n";
+    store((sub + 1) % D, "nA + ", "nB + ", i2.c_str());
+    s += std::string(ind) + "}\n";
+    s += std::string(ind) + "if (kt + " + u(D + 1) + " < nk) {\n";
+    load((sub + 1) % D, "kt + " + u(D + 1), i2.c_str());
+    s += std::string(ind) + "}\n";
+  };
+  auto ws_loop = [&](int role) {  // 0: both roles in one loop, 1: producers, 2: MMA subgroups
+    s += "  for (uint k0 = 0u; k0 < nk; k0 += " + u(D) + ") {\n";
+    for (uint32_t sub = 0; sub < D; ++sub) {
+      s += sub == 0 ? std::string("   {\n") : "   if (k0 + " + u(sub) + " < nk) {\n";
+      s += "    const uint kt = k0 + " + u(sub) + ";\n";
+      stage_offsets();
+      if (role == 0) {
+        s += "    if (prod) {\n";
+        ws_produce(sub, "      ");
+        s += "    } else {\n";
+        mma_step();
+        s += "    }\n";
+      } else if (role == 1) {
+        ws_produce(sub, "    ");
+      } else {
+        mma_step();
+      }
+      s += "    " + bar + "\n";
+      s += "   }\n";
+    }
+    s += "  }\n";
+  };
+  if (P != 0 && c.split) {
+    ws_loop(1);
+    if (round) s += "  barrier();\n";
+    s += "  return;\n";
+    s += "  }\n";
+    s += "  barrier();\n";  // the MMA subgroups' side of the producers' first barrier
+    ws_loop(2);
+  } else if (P != 0) {
+    ws_loop(0);
+  } else if (early) {
     load(0, "min(1u, nk - 1u)", "  ");  // (stage 0 stored above)
     s += "  for (uint kt = 0u; kt < nk; ++kt) {\n";
     stage_offsets();
@@ -377,7 +449,7 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
   } else {
     s += "  for (uint k0 = 0u; k0 < nk; k0 += " + u(D) + ") {\n";
   }
-  for (uint32_t sub = 0; sub < D && !peel && !early; ++sub) {
+  for (uint32_t sub = 0; sub < D && !peel && !early && P == 0; ++sub) {
     s += sub == 0 ? std::string("   {\n") : "   if (k0 + " + u(sub) + " < nk) {\n";
     s += "    const uint kt = k0 + " + u(sub) + ";\n";
     if (c.stages == 2) {
@@ -410,8 +482,9 @@ CoopMmShader render_coopmm(const CoopMmConfig& c, uint32_t shared_limit) {
     }
     s += "   }\n";
   }
-  if (!peel && !early) s += "  }\n";
+  if (!peel && !early && P == 0) s += "  }\n";
   if (round) s += "  barrier();\n";  // every subgroup's last fragment loads done: the staging memory is free
+  if (P != 0 && !c.split) s += "  if (prod) return;\n";
   s += "  [[unroll]] for (uint i = 0u; i < " + u(sh.ftm) + "; ++i) [[unroll]] for (uint j = 0u; j < " + u(sh.ftn) +
        "; ++j) {\n";
   if (round) {

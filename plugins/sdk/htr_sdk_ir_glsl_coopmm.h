@@ -88,7 +88,9 @@ struct CoopMmConfig {
                                          // workgroup-scope matrices loaded from it
   uint32_t diag = 0;                     // diagnostic, wrong results: 1 = no global loads in the k loop (the
                                          // first tiles staged once), 2 = also the fragments loaded once
-                                         // before it (MMAs and barriers alone): the MMA path's ceiling
+                                         // before it (MMAs and barriers alone): the MMA path's ceiling;
+                                         // 3 = every global load reads step 0's tiles again (the same
+                                         // instructions, served by L1 instead of L2 -> SM traffic)
   bool bank_order = true;                // staging order by staging_order(): each 8-invocation phase of a
                                          // 16-byte workgroup-memory store hits distinct banks (false: row by
                                          // row, where rows of 4 groups, as A's 128x32 tile, store 2-way
@@ -106,6 +108,15 @@ struct CoopMmConfig {
   bool exec_barrier = false;             // diagnostic: the k loop's barriers without memory semantics (the
                                          // Vulkan memory model then does not make the staged tiles visible)
   bool readonly_ab = false;              // A and B through a readonly, restrict buffer reference
+  uint32_t producers = 0;                // subgroup kernels, two stages: 0, or P extra subgroups (after the
+                                         // workgroup's `workgroup` MMA invocations) that alone load the tiles
+                                         // and store them to workgroup memory, `depth` steps ahead in
+                                         // registers, while the MMA subgroups only load fragments and multiply
+                                         // (warp specialization: the loads' latency is hidden by the other
+                                         // subgroups instead of by the compiler's schedule); one barrier a step
+  bool split = false;                    // with producers: the two roles in separate k loops, each with its own
+                                         // barrier() (no producer registers live in the MMA loop; SPIR-V
+                                         // leaves barriers in divergent control flow undefined: a diagnostic)
   bool tensor = false;                   // not a rendering property: the vulkan plugin builds the SPIR-V of a
                                          // workgroup-scope kernel with tensor-layout loads itself
                                          // (plugins/vulkan/vk_spirv_tensor_mm.h; bm, bn, bk, workgroup,
@@ -118,6 +129,7 @@ struct CoopMmShader {
   std::string source;          // GLSL 460; empty when the config does not fit
   std::string why;             // why it does not fit
   uint32_t shared_bytes = 0;   // workgroup memory declared
+  uint32_t invocations = 0;    // local size: workgroup + producers x subgroup
   uint32_t push_bytes = 0;     // push-constant block size (12 x 8 + 24)
   uint32_t sgm = 0, sgn = 0;   // subgroup grid
   uint32_t ftm = 0, ftn = 0;   // fragments per subgroup

@@ -180,17 +180,38 @@ bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a
   t.khr = bf16 || (info.coopmat_khr_f16 && !want_nv);
   if (want_khr && !bf16 && !info.coopmat_khr_f16) return false;
   t.col_order = has("col");
-  for (const std::string& w : words)
+  for (const std::string& w : words) {
     if (w.compare(0, 6, "group=") == 0) t.group_m = static_cast<uint32_t>(std::strtoul(w.c_str() + 6, nullptr, 10));
+    // `ws=P`: P producer subgroups load the tiles for the MMA subgroups (CoopMmConfig::producers)
+    if (w.compare(0, 3, "ws=") == 0) t.producers = static_cast<uint32_t>(std::strtoul(w.c_str() + 3, nullptr, 10));
+  }
+  t.split = has("split");
+  // `shape=MxNxK`: subgroup-scope matrices of that shape (one accumulator a subgroup when it is the
+  // subgroup's whole tile), for VK_NV_cooperative_matrix2's flexible dimensions (granularity 16)
+  for (const std::string& w : words) {
+    unsigned m = 0, n = 0, k = 0;
+    if (w.compare(0, 6, "shape=") != 0 || std::sscanf(w.c_str() + 6, "%ux%ux%u", &m, &n, &k) != 3) continue;
+    const bool flex = m != 16 || n != 16 || k != 16;
+    if (flex && (!info.coopmat2 || m % 16 != 0 || n % 16 != 0 || k % 16 != 0 ||
+                 (info.coopmat2_max_dim != 0 && std::max({m, n, k}) > info.coopmat2_max_dim)))
+      return false;
+    t.cm = m;
+    t.cn = n;
+    t.ck = k;
+  }
   if ((trans_a || trans_b) && !trans_ok) return false;
-  // `peak1` / `peak2`: the diagnostic kernels of CoopMmConfig::diag (wrong results; for measuring).
-  t.diag = has("peak2") ? 2 : has("peak1") ? 1 : 0;
+  // `peak1` / `peak2` / `peak3`: the diagnostic kernels of CoopMmConfig::diag (wrong results; for measuring).
+  t.diag = has("peak3") ? 3 : has("peak2") ? 2 : has("peak1") ? 1 : 0;
   t.subgroup = 32;
   t.trans_a = trans_a;
   t.trans_b = trans_b;
   const uint32_t wmax = std::min(info.props.limits.maxComputeWorkGroupInvocations,
                                  info.props.limits.maxComputeWorkGroupSize[0]);
-  if (t.workgroup == 0 || t.workgroup > wmax) return false;
+  if (t.workgroup == 0 || t.workgroup + t.producers * t.subgroup > wmax) return false;
+  // Producer kernels of more than 256 invocations: 128x128x32 over 256 MMA invocations and 4 producer
+  // subgroups (384) crashed the NVIDIA driver (580.159.04, H100) with signal 11 in the pipeline's
+  // creation or first dispatch (session 22), so they are refused.
+  if (t.producers != 0 && t.workgroup + t.producers * t.subgroup > 256) return false;
   const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(t, info.props.limits.maxComputeSharedMemorySize);
   if (sh.source.empty() || sh.push_bytes > info.props.limits.maxPushConstantsSize) return false;
   *c = t;
@@ -208,7 +229,9 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
                           (c.wg ? "/wg" : "") + (c.wg_staged ? "/staged" : "") + (c.tensor ? "/tensor" : "") +
                           "/diag" + std::to_string(c.diag) + (c.bank_order ? "/bank" : "") + (c.peel ? "/peel" : "") +
                           (c.store_early ? "/early" : "") + (c.exec_barrier ? "/xbar" : "") +
-                          (c.round_bf16 ? "/rne" : "") + (c.readonly_ab ? "/ro" : "");
+                          (c.round_bf16 ? "/rne" : "") + (c.readonly_ab ? "/ro" : "") +
+                          (c.producers != 0 ? "/ws" + std::to_string(c.producers) + (c.split ? "s" : "") : "") + "/s" +
+                          std::to_string(c.cm) + "x" + std::to_string(c.cn) + "x" + std::to_string(c.ck);
   std::lock_guard<std::mutex> lock(d->ops_mu);
   auto it = d->op_kernels.find(key);
   if (it != d->op_kernels.end()) {
@@ -256,7 +279,7 @@ htr_status_t coopmm_kernel(htr_plugin_device_t* d, const htr_sdk::ir::CoopMmConf
   sh.source = cs.source;
   sh.push_constant_bytes = cs.push_bytes;
   sh.needs_16bit = true;
-  sh.workgroup_size = c.workgroup;
+  sh.workgroup_size = cs.invocations;
   sh.shared_bytes = cs.shared_bytes;
   htr_plugin_kernel_t* kern = nullptr;
   HTR_SDK_RETURN_IF_ERROR(compile_glsl(d, bf16 ? "matmul_coopmm_bf16" : c.wg ? "matmul_coopmm_wg" : "matmul_coopmm", sh, k.args,

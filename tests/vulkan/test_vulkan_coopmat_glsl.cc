@@ -465,6 +465,80 @@ void staging_checks() {
   }
 }
 
+// CoopMmConfig::producers (warp specialization): P extra subgroups load and stage the tiles, the
+// `workgroup` invocations only multiply; one loop with both roles or split loops. Every variant
+// renders with the larger local size, compiles, validates and passes the bf16 and f16 KHR rewrites;
+// configurations it does not cover are refused with a reason.
+void producer_checks() {
+  for (bool split : {false, true})
+    for (uint32_t depth : {1u, 2u})
+      for (bool ta : {false, true}) {
+        htr_sdk::ir::CoopMmConfig c;
+        c.workgroup = 128;
+        c.lean = true;
+        c.producers = 4;
+        c.split = split;
+        c.depth = depth;
+        c.round_bf16 = true;
+        c.trans_a = c.trans_b = ta;
+        const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(c, 49152);
+        const std::string& src = sh.source;
+        const std::string name = std::string("coopmm with 4 producer subgroups") + (split ? ", split loops" : "") +
+                                 ", depth " + std::to_string(depth) + (ta ? ", A^T B^T" : "");
+        std::vector<uint32_t> nv, khr;
+        const std::string err = compile(src, "coopmm", &nv);
+        // 16 KB a step over 128 loading invocations: 4 groups each of A and of B, from their own index
+        const size_t prod = src.find("if (prod) {"), mma = src.find("coopMatMulAddNV");
+        check(err.empty() && sh.invocations == 256 && src.find("local_size_x = 256,") != std::string::npos &&
+                  src.find("uint g = pl + t * 128u;") != std::string::npos && src.find("uvec4 ra0[4], rb0[4]") != std::string::npos &&
+                  prod != std::string::npos && mma != std::string::npos && prod < mma &&
+                  src.find(split ? "return;\n  }\n  barrier();" : "if (prod) return;") != std::string::npos,
+              name + ": renders, compiles " + err);
+        if (!err.empty()) continue;
+        // barriers: the same count on both sides (split), one a k step
+        const std::string bar = "barrier();";
+        size_t n = 0;
+        for (size_t at = src.find(bar); at != std::string::npos; at = src.find(bar, at + 1)) ++n;
+        check(n == (split ? 2u : 1u) * (1 + depth + 1), name + ": " + std::to_string(n) + " barriers");
+        std::vector<uint32_t> f16;
+        const std::string rb = htr_vk::spirv_nv_f16_to_khr_bf16(nv, &khr), rf = htr_vk::spirv_nv_f16_to_khr(nv, false, &f16);
+        check(rb.empty() && rf.empty(), name + ": bf16 and f16 KHR rewrites " + rb + " " + rf);
+      }
+  htr_sdk::ir::CoopMmConfig c;
+  c.producers = 2;
+  c.stages = 1;
+  const htr_sdk::ir::CoopMmShader one = htr_sdk::ir::render_coopmm(c, 49152);
+  c.stages = 2;
+  c.producers = 3;  // 96 loaders do not divide A's 512 groups
+  const htr_sdk::ir::CoopMmShader three = htr_sdk::ir::render_coopmm(c, 49152);
+  check(one.source.empty() && one.why.find("two stages") != std::string::npos && three.source.empty() &&
+            three.why.find("loading invocations") != std::string::npos,
+        "coopmm producers: one stage and loads that do not divide are refused (" + one.why + "; " + three.why + ")");
+}
+
+// Subgroup-scope matrices of flexible shape (VK_NV_cooperative_matrix2; the plugin's `shape=MxNxK`):
+// one 64x64 accumulator a subgroup, A 64x32 and B 32x64 loaded whole from the staged tiles.
+void flexible_shape_checks() {
+  for (bool ta : {false, true}) {
+    htr_sdk::ir::CoopMmConfig c;
+    c.workgroup = 128;
+    c.cm = c.cn = 64;
+    c.ck = 32;
+    c.trans_a = c.trans_b = ta;
+    const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(c, 49152);
+    std::vector<uint32_t> nv, khr, f16;
+    const std::string err = compile(sh.source, "coopmm", &nv);
+    const std::string name = std::string("coopmm 64x64x32 subgroup matrices") + (ta ? " A^T B^T" : "");
+    check(err.empty() && sh.ftm == 1 && sh.ftn == 1 &&
+              sh.source.find("fcoopmatNV<32, gl_ScopeSubgroup, 64, 64> acc[1];") != std::string::npos &&
+              sh.source.find("fcoopmatNV<16, gl_ScopeSubgroup, 64, 32> fa") != std::string::npos,
+          name + ": one accumulator a subgroup, compiles " + err);
+    if (!err.empty()) continue;
+    const std::string rb = htr_vk::spirv_nv_f16_to_khr_bf16(nv, &khr), rf = htr_vk::spirv_nv_f16_to_khr(nv, false, &f16);
+    check(rb.empty() && rf.empty(), name + ": bf16 and f16 KHR rewrites " + rb + " " + rf);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -545,6 +619,8 @@ int main() {
   expect_coopmm(100, 128, 32, 256, 2, false);  // does not divide
   coopmm_fit_checks();
   staging_checks();
+  producer_checks();
+  flexible_shape_checks();
   bf16_rewrite_checks();
   wg_checks();
   expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true);   // the H200 default (vk_ops.cc)
