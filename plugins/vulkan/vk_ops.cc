@@ -155,8 +155,11 @@ htr_status_t plan_matmul(const htr_sdk::Host& host, const htr_op_desc_t* desc, b
   for (const htr_plugin_tensor_t* t : {&A, &B, &C}) {
     uint64_t end = 0;
     HTR_SDK_RETURN_IF_ERROR(htr_sdk::tensor_extent(host, t, &end, "matmul operand"));
-    if (end / htr_sdk::dtype_size(t->dtype) > static_cast<uint64_t>(lim))
-      return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul operand beyond 2^31 elements (i32 indexing)");
+    // The kernels index from the operand's own address (buffer address + offset, vk_kernel.cc), so the
+    // i32 limit is on the operand's extent, not on its place in the buffer (an operand 4 GB into a
+    // training arena stays on the library path).
+    if ((end - t->offset) / htr_sdk::dtype_size(t->dtype) > static_cast<uint64_t>(lim))
+      return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: matmul operand spans more than 2^31 elements (i32 indexing)");
     if (need_buffers) {
       if (t->buffer == nullptr) return host.error(HTR_STATUS_INVALID_ARGUMENT, "vulkan: matmul operand without a buffer");
       if (end > t->buffer->size)

@@ -230,6 +230,43 @@ TEST_CASE("vulkan: events order work across streams", "[vulkan-plugin]") {
   p.api->event_destroy(ev);
 }
 
+// The matmul kernels index from each operand's own address, so an operand far into a buffer (a
+// training arena past 4 GB) is offered; one that spans more than 2^31 elements is not.
+TEST_CASE("vulkan: matmul operands far into a buffer are offered", "[vulkan-plugin]") {
+  Plugin p;
+  const int64_t shape[2] = {64, 64}, strides[2] = {64, 1}, wide[2] = {65536, 65536}, wide_strides[2] = {65536, 1};
+  htr_plugin_tensor_t t[3];
+  for (auto& x : t) {
+    x = htr_plugin_tensor_t{};
+    x.struct_size = sizeof x;
+    x.dtype = HTR_DTYPE_BF16;
+    x.rank = 2;
+    x.shape = shape;
+    x.strides = strides;
+  }
+  t[0].offset = uint64_t{6} << 30;  // 6 GB: element 3 x 2^30 of a bf16 arena
+  t[2].offset = (uint64_t{5} << 30) + 256;
+  htr_op_desc_t d{};
+  d.struct_size = sizeof d;
+  d.op = "matmul";
+  d.num_inputs = 2;
+  d.inputs = t;
+  d.num_outputs = 1;
+  d.outputs = t + 2;
+  int32_t score = 0;
+  OK(p.api->op_query(p.dev, &d, &score));
+  CHECK(score > 0);
+  // A [64, 65536] x B [65536, 65536] -> C [64, 65536]: B spans 2^32 elements
+  const int64_t rows[2] = {64, 65536};
+  t[0].shape = t[2].shape = rows;
+  t[0].strides = t[2].strides = wide_strides;
+  t[1].shape = wide;
+  t[1].strides = wide_strides;
+  std::string m;
+  CHECK(take(p.api->op_query(p.dev, &d, &score), &m) == HTR_STATUS_UNIMPLEMENTED);
+  CHECK(m.find("2^31 elements") != std::string::npos);
+}
+
 TEST_CASE("vulkan: impossible sizes are OUT_OF_MEMORY", "[vulkan-plugin]") {
   Plugin p;
   uint64_t free = 0, total = 0;
