@@ -447,15 +447,16 @@ Status Lowering::Embedding(bool grad) {
   // program per table row and 128 columns gathering its ids' dy rows into registers, several
   // rows' loads in flight. embedding_grad_rows below read-modify-wrote dw once per id of every
   // tile holding one of its rows (3.7 ms for 256 x 768 on an H200).
-  // Not where the launch grid is Vulkan's (max_grid[0] 65535, scheduler/executable.cc): on
-  // lavapipe a row named by many ids (a space in byte-level text) costs ~50 loop iterations per
-  // id there and could pass llvmpipe's cap of 65535 per invocation (plugins/vulkan/README.md).
+  // Not where loops are capped (LowerOptions::loop_cap: lavapipe): a row named by many ids (a space
+  // in byte-level text) costs ~50 loop iterations per id there and could pass llvmpipe's cap of
+  // 65535 per invocation (plugins/vulkan/README.md). Until session 22 the test was Vulkan's launch
+  // grid, which kept NVIDIA's Vulkan driver on embedding_grad_rows too (16.6 ms of a gpt2 step on
+  // an H100).
   // The ids come in chunks of kEmbeddingGatherChunk (ColSumVersion() >= 2): one program walking
   // all 16,384 ids of gpt2 B16 T1024 was a serial chain of 128 tiles (797 us on an H200, 63 GB/s);
   // each chunk's program stores an f32 partial [chunks, V, D] into scratch and colsum_finish adds
   // the chunks in a fixed order (16 chunks: one round of its accumulators).
-  const bool loop_capped = o_.max_grid[0] <= 65535;
-  if (!loop_capped && V <= kEmbeddingGatherMaxRows && V <= o_.max_grid[1]) {
+  if (!o_.loop_cap && V <= kEmbeddingGatherMaxRows && V <= o_.max_grid[1]) {
     const uint32_t gblock = std::min<uint32_t>(Pow2AtLeast(D), 128);
     // HTR_EMBED_CHUNK=K (diagnostic, for A/B runs): K ids per chunk, 0 for one chunk.
     int64_t want = ColSumVersion() >= 2 ? kEmbeddingGatherChunk : 0;

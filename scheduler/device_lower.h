@@ -41,6 +41,9 @@ struct LowerOptions {
   // Largest launch grid per axis the device takes (Vulkan guarantees 65535 on each); a step that
   // needs more is UNIMPLEMENTED.
   uint32_t max_grid[3] = {0x7fffffffu, 65535u, 65535u};
+  // The device ends loops early past a per-invocation iteration count (llvmpipe, lavapipe's
+  // compiler: 65535): kernels whose loops grow with the data (embedding_grad_gather) are avoided.
+  bool loop_cap = false;
 };
 
 // The launches of one step. FusedArg::kValue arguments name program values (inputs, states,

@@ -722,6 +722,8 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       const std::string plugin = htr_device_plugin_name(device);
       if (plugin == "cpu") lo.matmul = htr::kernels::MatmulConfigForCpu();
       if (plugin == "vulkan") lo.max_grid[0] = 65535;  // maxComputeWorkGroupCount's guaranteed minimum
+      // Vulkan on the CPU (lavapipe): llvmpipe caps each invocation's loop iterations
+      lo.loop_cap = plugin == "vulkan" && props.kind == HTR_DEVICE_KIND_CPU;
       const auto t_prep = std::chrono::steady_clock::now();
       if (htr_status_t st = e->dexec->Prepare(p, todo, lo, &e->impl)) return st;
       HTR_LOG_DEBUG_("executable: device kernels (lowering, compiles) {:.0f} ms",
