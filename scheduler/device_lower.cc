@@ -606,12 +606,19 @@ Status Lowering::GlobalNorm() {
   };
   std::vector<std::vector<Part>> launches;  // inputs per launch
   int64_t total = 0, in_launch = 0;
+  const uint32_t unroll = ColSumVersion() >= 2 ? 4 : 1;
+  // Tensors per launch: where tiles live in workgroup arrays (LowerOptions::workgroup_bytes), as
+  // many as fit, else one program per invocation would hold them all in private arrays (Vulkan,
+  // 15 tensors: 92 KB each; gpt2's global norm took 9.2 ms of an H100 step that way).
+  size_t per_launch = K::kSumSquaresMultiMaxTensors;
+  if (o_.workgroup_bytes != 0)
+    per_launch = std::max<size_t>(1, std::min<size_t>(per_launch, o_.workgroup_bytes / K::SumSquaresMultiWorkgroupBytes(kBlock, unroll)));
   for (size_t k = 0; k < s_.inputs.size(); ++k) {
     if (In(k).dtype != dt) return Unimpl(op_, "mixed dtypes");
     const int64_t n = ops::Numel(In(k).shape);
     if (n == 0) continue;
     const SquareSlicePlan sp = PlanSumSquares(n, kBlock, o_.max_grid[0]);
-    if (launches.empty() || launches.back().size() == K::kSumSquaresMultiMaxTensors ||
+    if (launches.empty() || launches.back().size() == per_launch ||
         in_launch + sp.programs > static_cast<int64_t>(o_.max_grid[0])) {
       launches.emplace_back();
       in_launch = 0;
@@ -636,7 +643,7 @@ Status Lowering::GlobalNorm() {
         Launch("sum_squares_multi",
                [&](std::vector<uint8_t>* ir) {
                  // 4 tiles' loads in flight per lane (ColSumVersion() 2): ~2.3 TB/s with one.
-                 return K::BuildSumSquaresMulti(dt, kBlock, tensors, ir, ColSumVersion() >= 2 ? 4 : 1);
+                 return K::BuildSumSquaresMulti(dt, kBlock, tensors, ir, unroll);
                },
                std::move(a), static_cast<uint32_t>(start)));
     base += start;

@@ -44,6 +44,10 @@ struct LowerOptions {
   // The device ends loops early past a per-invocation iteration count (llvmpipe, lavapipe's
   // compiler: 65535): kernels whose loops grow with the data (embedding_grad_gather) are avoided.
   bool loop_cap = false;
+  // Workgroup memory a kernel may count on where the lowering keeps tiles in workgroup arrays
+  // (Vulkan: its guaranteed 16384 bytes); 0 = no such limit. Caps the tensors of one
+  // sum_squares_multi launch (kernels::SumSquaresMultiWorkgroupBytes each).
+  uint32_t workgroup_bytes = 0;
 };
 
 // The launches of one step. FusedArg::kValue arguments name program values (inputs, states,

@@ -724,6 +724,8 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       if (plugin == "vulkan") lo.max_grid[0] = 65535;  // maxComputeWorkGroupCount's guaranteed minimum
       // Vulkan on the CPU (lavapipe): llvmpipe caps each invocation's loop iterations
       lo.loop_cap = plugin == "vulkan" && props.kind == HTR_DEVICE_KIND_CPU;
+      // its lowering keeps tiles in workgroup arrays: maxComputeSharedMemorySize's guaranteed minimum
+      if (plugin == "vulkan") lo.workgroup_bytes = 16384;
       const auto t_prep = std::chrono::steady_clock::now();
       if (htr_status_t st = e->dexec->Prepare(p, todo, lo, &e->impl)) return st;
       HTR_LOG_DEBUG_("executable: device kernels (lowering, compiles) {:.0f} ms",

@@ -89,6 +89,13 @@ constexpr uint32_t kSumSquaresMultiMaxTensors = 15;
 // element order per lane, so the same bits for any unroll.
 Status BuildSumSquaresMulti(htr_dtype_t dtype, uint32_t block, uint32_t tensors, std::vector<uint8_t>* ir,
                             uint32_t unroll = 1);
+// Workgroup memory each tensor of sum_squares_multi takes where a lowering keeps tiles in workgroup
+// arrays, one set per tensor (plugins/sdk's GLSL lowering, 128 invocations: the `unroll` loaded
+// tiles, the squares and the accumulator, block floats each, and 128 partials; 6656 bytes for
+// block 256, unroll 4, as rendered).
+constexpr uint32_t SumSquaresMultiWorkgroupBytes(uint32_t block, uint32_t unroll) {
+  return 4 * ((unroll + 2) * block + 128);
+}
 Status BuildNormFinish(uint32_t block, std::vector<uint8_t>* ir);
 
 // embedding_grad_gather (ops/kernels/embedding.cc; a segmented sum, the embedding gradient for

@@ -23,6 +23,8 @@
 #   matmul     htr-bench-gpu matmul-gpu bf16 8192^3 (cuBLASLt and the DSL) with PyTorch
 #   vulkan     the Vulkan loader from .gl; matmul-gpu on vulkan:0 (f16 and bf16 on cooperative matrices, f32;
 #              4096 and 8192) with PyTorch, htr-conform on the vulkan plugin
+#   vkattention htr-bench-gpu attention-gpu on vulkan:0 (gpt2's B16 H12 T1024 D64, layout gpt2) for each
+#              of $VKATT_TILES, PyTorch SDPA on cuda:0 in the same run (the Vulkan loader as in vulkan)
 #   train      htr-bench-gpu train --preset gpt2 (B16 T1024, bf16) on $TRAIN_DEVICES with PyTorch
 #              (torch.compile, bf16 autocast) on the same GPU
 #   peerprof   the PyTorch peer of `train` (torch.compile, bf16) for 3 warm-up steps and one step
@@ -157,6 +159,16 @@ for sec in ${SECTIONS:-parity gpu conform attention matmul vulkan train curve}; 
     done
     timeout 200 "$D/bin/htr-conform" --plugin "$D/plugins/libhtr_vulkan.so" > "$OUT/conform-vulkan.txt" 2>&1
     echo "conform vulkan rc=$?"; tail -1 "$OUT/conform-vulkan.txt"; grep " FAIL " "$OUT/conform-vulkan.txt"
+    ;;
+  vkattention)
+    # the fused attention kernels on vulkan:0 (gpt2's shape and layout) per tile, against SDPA on cuda:0
+    for f in "$D"/../.gl/*.deb .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done; ldconfig
+    [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] &&
+      export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    timeout ${VKATT_TIMEOUT:-300} "$D/bin/htr-bench-gpu" attention-gpu --device vulkan:0 --shapes ${VKATT_SHAPES:-16,12,1024,64} \
+      --layout gpt2 --tiles ${VKATT_TILES:-32x32,64x32,32x64,16x64,64x16,16x32,32x16,16x16} --reps 3 --warmup 1 \
+      --python "$PY" > "$OUT/vkattention.jsonl" 2> "$OUT/vkattention.err"
+    echo "vkattention rc=$?"; grep -E '"ratio"|_ms"|tiles' "$OUT/vkattention.jsonl" | cut -c1-300; tail -5 "$OUT/vkattention.err"
     ;;
   train)
     timeout ${TRAIN_TIMEOUT:-240} "$D/bin/htr-bench-gpu" train --preset gpt2 --batch 16 --seq 1024 --precision bf16 \

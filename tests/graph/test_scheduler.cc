@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "graph_test_util.h"
+#include "ops/kernels/colsum.h"
 #include "scheduler/device_lower.h"
 #include "scheduler/memory_plan.h"
 #include "scheduler/program.h"
@@ -329,4 +330,32 @@ TEST_CASE("embedding gradient lowering: gather unless loops are capped", "[graph
   INFO(gather.name << " / " << rows.name);
   CHECK(gather.name.find("embedding_grad_gather") != std::string::npos);
   CHECK(rows.name == "embedding_grad_rows");
+}
+
+// device_lower.cc's global norm: sum_squares_multi launches of at most as many tensors as fit
+// LowerOptions::workgroup_bytes (Vulkan: 16384, 2 tensors of 6656 bytes), then norm_finish; without
+// the limit, up to kSumSquaresMultiMaxTensors a launch.
+TEST_CASE("global norm lowering: tensors per launch within workgroup memory", "[graph][lower]") {
+  Graph g;
+  std::vector<ValueId> xs;
+  for (int i = 0; i < 5; ++i) {
+    ValueId x;
+    REQUIRE_OK(g.AddInput("x" + std::to_string(i), HTR_DTYPE_F32, {1000 + 7 * i}, &x));
+    xs.push_back(x);
+  }
+  REQUIRE_OK(g.AddOutput("norm", Op1(g, "global_norm", xs)));
+  htr::sched::Program p;
+  REQUIRE_OK(htr::sched::Compile(g, true, 1, &p));
+  const htr::sched::Step* step = nullptr;
+  for (const auto& s : p.steps)
+    if (s.def != nullptr && s.def->name == "global_norm") step = &s;
+  REQUIRE(step != nullptr);
+  htr::sched::LowerOptions o;
+  htr::sched::LoweredStep one, capped;
+  REQUIRE_OK(htr::sched::LowerStep(p, *step, o, &one));
+  o.workgroup_bytes = 16384;
+  REQUIRE_OK(htr::sched::LowerStep(p, *step, o, &capped));
+  CHECK(one.launches.size() == 2);     // 5 tensors, then the finish
+  CHECK(capped.launches.size() == 4);  // 2 + 2 + 1 tensors, then the finish
+  CHECK(htr::kernels::SumSquaresMultiWorkgroupBytes(256, 4) == 6656);
 }
