@@ -5,6 +5,7 @@
 // invocation e mod W), arrays live in workgroup memory and barriers order
 // the loops that write them against the loops that read them.
 #include "htr_sdk_ir_glsl.h"
+#include "htr_sdk_ir_glsl_pool.h"
 #include "htr_sdk_ir_glsl_groups.h"
 
 #include <algorithm>
@@ -1411,6 +1412,20 @@ Status render_glsl(const Kernel& k, const Analysis& a, const std::vector<Special
     GlslRenderer r(k, a, spec, o, W, o.shared_bytes);
     Status st = r.run(out);
     if (!st.ok() || !r.overflowed()) return st;
+    // Arrays beyond workgroup memory: the same rendering with every array declared, then arrays
+    // whose lifetimes do not overlap share bytes (htr_sdk_ir_glsl_pool.h); workgroup mode when that fits.
+    GlslRenderer all(k, a, spec, o, W, UINT64_MAX);
+    GlslShader full;
+    st = all.run(&full);
+    if (st.ok() && !all.overflowed()) {
+      const PoolResult p = pool_shared_arrays(full.source);
+      if (p.pooled > 0 && p.shared_bytes <= o.shared_bytes) {
+        *out = full;
+        out->source = p.source;
+        out->shared_bytes = static_cast<uint32_t>(p.shared_bytes);
+        return Status();
+      }
+    }
   }
   {
     GlslRenderer r(k, a, spec, o, 1, o.shared_bytes / 2);

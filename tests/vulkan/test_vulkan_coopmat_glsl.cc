@@ -20,6 +20,7 @@
 #include "htr_sdk_ir.h"
 #include "htr_sdk_ir_glsl.h"
 #include "htr_sdk_ir_glsl_coopmm.h"
+#include "htr_sdk_ir_glsl_pool.h"
 #include "ops/kernels/kernels.h"
 #include "plugins/vulkan/vk_spirv_bf16.h"
 
@@ -539,6 +540,90 @@ void flexible_shape_checks() {
   }
 }
 
+// pool_shared_arrays (htr_sdk_ir_glsl_pool.h) on small shaders: arrays share bytes only when a
+// barrier separates their lifetimes (around a loop too), a value read again in a later loop trip
+// stays live to the loop's end, whole-array mentions keep their own declaration; then the flash
+// attention kernels of gpt2's shape (bf16, D 64) at 32x32 fit NVIDIA's 49152 bytes only pooled.
+void pool_checks() {
+  auto off = [](const htr_sdk::ir::PoolResult& r, const std::string& name) -> long {
+    const size_t at = r.placement.find(name + " ");
+    if (at == std::string::npos) return -1;
+    const size_t sp = r.placement.find(' ', r.placement.find(' ', at) + 1);
+    return std::strtol(r.placement.c_str() + sp + 1, nullptr, 10);
+  };
+  const std::string head = "#version 460\nshared float a[64];\nshared float b[64];\nshared uvec4 w[8];\nvoid main() {\n  int lid = 0;\n";
+  {  // a dead before b is written, a barrier between: one 64-float pool, accesses rewritten
+    const htr_sdk::ir::PoolResult r = htr_sdk::ir::pool_shared_arrays(
+        head + "  a[lid] = 1.0;\n  barrier();\n  float x = a[lid + 1];\n  barrier();\n  b[lid] = x;\n  barrier();\n  x = b[0];\n}\n");
+    check(r.pooled == 2 && r.shared_bytes == 64 * 4 + 8 * 16 && off(r, "a") == 0 && off(r, "b") == 0 &&
+              r.source.find("shared float htr_pool_float[64];") != std::string::npos &&
+              r.source.find("htr_pool_float[0 + (lid + 1)]") != std::string::npos && r.source.find("shared float a[") == std::string::npos &&
+              compile(r.source, "pool").empty(),
+          "pool: arrays apart by a barrier share bytes; rewritten shader compiles");
+  }
+  {  // no barrier between a's last read and b's first write: apart in text, not in time
+    const htr_sdk::ir::PoolResult r = htr_sdk::ir::pool_shared_arrays(
+        head + "  a[lid] = 1.0;\n  barrier();\n  float x = a[lid + 1];\n  b[lid] = x;\n  barrier();\n  x = b[0];\n}\n");
+    check(r.pooled == 0 && r.source.find("htr_pool") == std::string::npos, "pool: no barrier between, no sharing");
+  }
+  {  // a written before the loop and read in every trip; b written in the trip after a's read
+    const htr_sdk::ir::PoolResult r = htr_sdk::ir::pool_shared_arrays(
+        head + "  a[lid] = 1.0;\n  barrier();\n  for (int i = 0; i < 4; ++i) {\n    barrier();\n    float x = a[i];\n"
+               "    barrier();\n    b[lid] = x;\n    barrier();\n    x = b[1];\n  }\n}\n");
+    check(r.pooled == 0, "pool: a value read again in the next trip stays live to the loop's end");
+  }
+  {  // both in one loop body, apart inside the trip and around it (the trip starts with a barrier)
+    const htr_sdk::ir::PoolResult r = htr_sdk::ir::pool_shared_arrays(
+        head + "  for (int i = 0; i < 4; ++i) {\n    barrier();\n    a[lid] = 1.0;\n    barrier();\n    float x = a[i];\n"
+               "    barrier();\n    b[lid] = x;\n    barrier();\n    x = b[1];\n  }\n}\n");
+    check(r.pooled == 2 && off(r, "a") == 0 && off(r, "b") == 0, "pool: arrays of one loop body take turns");
+    const htr_sdk::ir::PoolResult n = htr_sdk::ir::pool_shared_arrays(
+        head + "  for (int i = 0; i < 4; ++i) {\n    a[lid] = 1.0;\n    barrier();\n    float x = a[i];\n"
+               "    barrier();\n    b[lid] = x;\n    barrier();\n    x = b[1];\n  }\n}\n");
+    check(n.pooled == 0, "pool: no barrier around the loop between b's last read and a's next write, no sharing");
+  }
+  {  // a whole-array mention (as cooperative-matrix loads name it) keeps the array out of the pool
+    const htr_sdk::ir::PoolResult r = htr_sdk::ir::pool_shared_arrays(
+        head + "  w[lid] = uvec4(0);\n  barrier();\n  f(w);\n  a[lid] = 1.0;\n  barrier();\n  float x = a[0];\n  barrier();\n"
+               "  b[lid] = x;\n}\n");
+    check(off(r, "w") == -1 && r.source.find("shared uvec4 w[8];") != std::string::npos,
+          "pool: whole-array mentions keep their declaration");
+  }
+  namespace ir = htr_sdk::ir;
+  for (const char* which : {"fwd", "dq", "dkdv"}) {
+    htr::kernels::AttentionConfig c;
+    c.bm = c.bn = 32;
+    c.bd = 64;
+    c.dtype = HTR_DTYPE_BF16;
+    c.positive_scale = true;
+    std::vector<uint8_t> bytes;
+    const std::string w = which;
+    if (w == "fwd") htr::kernels::BuildAttentionForward(c, &bytes);
+    else if (w == "dq") htr::kernels::BuildAttentionBackwardDq(c, &bytes);
+    else htr::kernels::BuildAttentionBackwardDkDv(c, &bytes);
+    ir::Kernel k;
+    ir::Analysis a;
+    if (!ir::read(bytes.data(), bytes.size(), &k).ok() || !ir::verify(k, &a).ok()) {
+      check(false, std::string("attention ") + which + ": IR");
+      continue;
+    }
+    ir::GlslOptions o;  // what the vulkan plugin gives NVIDIA's driver
+    o.max_push_bytes = 256;
+    o.shared_bytes = 49152;
+    o.workgroup_size = 128;
+    o.unroll = o.unroll_k = o.vector_loads = o.prefetch = true;
+    o.coopmat_m = o.coopmat_n = o.coopmat_k = 16;
+    o.subgroup_size = 32;
+    ir::GlslShader sh;
+    const ir::Status st = ir::render_glsl(k, a, {}, o, &sh);
+    const std::string err = st.ok() ? compile(sh.source, which) : st.message;
+    check(err.empty() && sh.workgroup_size == 128 && sh.private_bytes == 0 && sh.shared_bytes <= 49152 &&
+              sh.source.find("shared float htr_pool_float[") != std::string::npos,
+          std::string("attention 32x32 bf16 D64 ") + which + ": workgroup mode in " + std::to_string(sh.shared_bytes) +
+              " pooled bytes, compiles " + err);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -621,6 +706,7 @@ int main() {
   staging_checks();
   producer_checks();
   flexible_shape_checks();
+  pool_checks();
   bf16_rewrite_checks();
   wg_checks();
   expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true);   // the H200 default (vk_ops.cc)

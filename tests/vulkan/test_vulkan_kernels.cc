@@ -653,6 +653,16 @@ TEST_CASE("vulkan: fused causal attention, forward and backward, match the inter
                        f32(std::vector<float>(nel, 0)), I(H), I(T), I(D), F(scale)};
   strides(&ka, 6);
   check(env, ir, ka, {2, B * H, 1});
+  // Again with less workgroup memory than the kernels' arrays take (7552 / 9344 / 10368 bytes at
+  // lavapipe's 8 invocations) but more than they take pooled (5376 / 7232 / 6272,
+  // htr_sdk_ir_glsl_pool.h): dead arrays' bytes reused; unpooled, the private-array fallback
+  // (11-14 KB) is past what lavapipe runs and the compile would be refused.
+  built(BuildAttentionForward(ac, &ir));
+  check(env, ir, fa, {2, B * H, 1}, {}, {"shared=6000"});
+  built(BuildAttentionBackwardDq(ac, &ir));
+  check(env, ir, qa, {2, B * H, 1}, {}, {"shared=8000"});
+  built(BuildAttentionBackwardDkDv(ac, &ir));
+  check(env, ir, ka, {2, B * H, 1}, {}, {"shared=8000"});
 }
 
 TEST_CASE("vulkan: big grids are split into several dispatches", "[vulkan-kernels]") {
