@@ -34,7 +34,9 @@
  *     read with coopMatLoadNV, and the epilogue stores fragments through a per-subgroup workgroup staging
  *     tile (coopMatStoreNV) before the element-wise store. Tensor-core
  *     accumulation order differs from "k ascending" (f32 all the same).
- *     A kernel whose arrays exceed `shared_bytes` falls back to:
+ *     A kernel whose arrays exceed `shared_bytes` is rendered again with
+ *     arrays of disjoint lifetimes sharing bytes (htr_sdk_ir_glsl_pool.h);
+ *     where even that does not fit, it falls back to:
  *   - one invocation per program (W = 1): arrays in workgroup memory
  *     within half the budget, else all private, loops serial.
  *   - pointers are 64-bit buffer device addresses (GL_EXT_buffer_reference);
@@ -135,7 +137,8 @@ struct GlslOptions {
  * a buffer whose device address is the push constant `uint64_t args`
  * (layout: the same 8-byte slots), followed by grid and base as before:
  * args_in_buffer is set and push_constant_bytes is 32. Workgroup mode when
- * o.workgroup_size > 1 and every array fits o.shared_bytes; else one
+ * o.workgroup_size > 1 and every array fits o.shared_bytes, or their pooled
+ * form does (htr_sdk_ir_glsl_pool.h); else one
  * invocation per program (see above); out->workgroup_size says which. */
 Status render_glsl(const Kernel& k, const Analysis& a, const std::vector<Specialization>& spec,
                    const GlslOptions& o, GlslShader* out);
