@@ -51,7 +51,8 @@
 // reference kernel (double accumulation) is the fallback RunFusedReference runs. `accept` is
 // asked for every group as in the row fusion, first with AttentionConfigFor's tiles (or each
 // kernel's from HTR_ATTENTION_TILES, AttentionTileOverride), then with
-// 32x32 and 16x16 ones (forward and backward each keep the first tiles the device takes: the
+// 32-row ones (forward 32x32, dQ 32x16, dK/dV 16x32) and 16x16 ones (forward and backward each
+// keep the first tiles the device takes: the
 // NVIDIA Vulkan driver refuses the 64x64 kernels' pipelines, lavapipe their private arrays);
 // a forward refused at every size leaves every step of the pattern as it was (its backward too). Runs first in Fuser::Rewrite; HTR_FUSE_ATTENTION=0 turns it off
 // alone (HTR_FUSION=0 turns off all fusion).
