@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -31,7 +32,7 @@ struct Array {
 };
 
 struct Loop {
-  size_t open, close;  // offsets of the body's braces
+  size_t open, close;  // the header's closing parenthesis and the body's end (its `}` or `;`)
 };
 
 // The end of the statement starting at `from` (a loop's body): its closing '}' when it is a block
@@ -120,7 +121,9 @@ PoolResult pool_shared_arrays(const std::string& source) {
     }
     i = j;
   }
-  // Loops of main(): the braces of each `for (...) {` / `while (...) {` body.
+  // Loops of main(): each `for (...)` / `while (...)` header's body (a block, or one statement).
+  // The lowering emits no do-while; a shader with one is left as it is.
+  if (source.find("do {", main_at) != std::string::npos) return r;
   std::vector<Loop> loops;
   for (const char* kw : {"for (", "while ("}) {
     for (size_t at = source.find(kw, main_at); at != std::string::npos; at = source.find(kw, at + 1)) {
