@@ -21,6 +21,7 @@
 #include "htr_sdk_ir_glsl.h"
 #include "htr_sdk_ir_glsl_coopmm.h"
 #include "htr_sdk_ir_glsl_pool.h"
+#include "ops/kernels/colsum.h"
 #include "ops/kernels/kernels.h"
 #include "plugins/vulkan/vk_spirv_bf16.h"
 
@@ -590,6 +591,24 @@ void pool_checks() {
           "pool: whole-array mentions keep their declaration");
   }
   namespace ir = htr_sdk::ir;
+  {  // sum_squares_multi, 3 tensors, as lavapipe gets it (8 invocations) under 1200 bytes (vulkan-kernels runs it)
+    std::vector<uint8_t> bytes;
+    ir::Kernel k;
+    ir::Analysis a;
+    const bool ok = htr::kernels::BuildSumSquaresMulti(HTR_DTYPE_F32, 64, 3, &bytes, 2).ok() &&
+                    ir::read(bytes.data(), bytes.size(), &k).ok() && ir::verify(k, &a).ok();
+    ir::GlslOptions o;
+    o.max_push_bytes = 128;
+    o.shared_bytes = 1200;
+    o.workgroup_size = 8;
+    o.widen_for_dot = 64;
+    o.unroll = true;
+    ir::GlslShader sh;
+    const bool rendered = ok && ir::render_glsl(k, a, {}, o, &sh).ok();
+    check(rendered && sh.workgroup_size == 8 && sh.shared_bytes == 1024 && sh.private_bytes == 0 &&
+              sh.source.find("shared float htr_pool_float[256];") != std::string::npos && compile(sh.source, "ssq").empty(),
+          "sum_squares_multi x3 under 1200 bytes: workgroup mode in 1024 pooled bytes (3168 unpooled)");
+  }
   for (const char* which : {"fwd", "dq", "dkdv"}) {
     htr::kernels::AttentionConfig c;
     c.bm = c.bn = 32;

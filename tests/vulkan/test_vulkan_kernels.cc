@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "htr/htr_kernel.h"
+#include "ops/kernels/colsum.h"
 #include "ops/kernels/kernels.h"
 #include "ops/kernels/train_kernels.h"
 #include "ops/lang/lang.h"
@@ -663,6 +664,20 @@ TEST_CASE("vulkan: fused causal attention, forward and backward, match the inter
   check(env, ir, qa, {2, B * H, 1}, {}, {"shared=8000"});
   built(BuildAttentionBackwardDkDv(ac, &ir));
   check(env, ir, ka, {2, B * H, 1}, {}, {"shared=8000"});
+}
+
+// sum_squares_multi over 3 tensors (block 64, 2 tiles a loop trip) under a workgroup budget of 1200
+// bytes: its arrays take 3168 at lavapipe's 8 invocations, pooled 1024 (each tensor's section reuses
+// the bytes of the one before, htr_sdk_ir_glsl_pool.h); the partials must match the interpreter.
+TEST_CASE("vulkan: a multi-tensor kernel in pooled workgroup memory matches the interpreter", "[vulkan-kernels]") {
+  Env env;
+  std::vector<uint8_t> ir;
+  built(BuildSumSquaresMulti(HTR_DTYPE_F32, 64, 3, &ir, 2));
+  const int n0 = 300, n1 = 200, n2 = 500, per = 128;  // 3 + 2 + 4 programs
+  check(env, ir,
+        {f32(std::vector<float>(9, 0)), I(0), f32(rnd(n0, 90)), I(n0), I(per), I(0), f32(rnd(n1, 91)), I(n1), I(per), I(3),
+         f32(rnd(n2, 92)), I(n2), I(per), I(5)},
+        {9, 1, 1}, {}, {"shared=1200"});
 }
 
 TEST_CASE("vulkan: big grids are split into several dispatches", "[vulkan-kernels]") {
