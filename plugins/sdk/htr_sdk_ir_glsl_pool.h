@@ -4,10 +4,11 @@
  *
  * Why: the workgroup-mode lowering gives every materialized tile its own `shared` array for the
  * whole kernel. A kernel whose arrays add up to more than the device's workgroup memory fell back
- * to one invocation per program with private arrays, which NVIDIA's Vulkan driver refuses past
- * ~50 KB (the 32x32 flash-attention kernels: 49,920 bytes of arrays against 49,152). Most of those
- * arrays are dead long before the kernel ends (a loop body's K tile is dead once the scores are
- * computed, before its V tile is loaded), so they can take turns in the same bytes.
+ * to one invocation per program with private arrays, which NVIDIA's Vulkan driver refused for the
+ * 32x32 flash-attention forward (50,944 bytes of workgroup arrays against 49,152; 49,920 bytes of
+ * private arrays in the fallback). Most of those arrays are dead long before the kernel ends (a
+ * loop body's K tile is dead once the scores are computed, before its V tile is loaded), so they
+ * can take turns in the same bytes.
  *
  * pool_shared_arrays rewrites a rendered workgroup-mode shader: the `shared T name[n];`
  * declarations of one element type T become one `shared T htr_pool_T[total];` and every access

@@ -14,8 +14,11 @@
  * of CoopMmConfig::bank_order, the default), peel / early / rdonly (the k loop
  * without branches, stores before loads, readonly operands: measured, not
  * faster, plugins/vulkan/README.md), noround (bf16: the driver's f32 -> bf16
- * conversion instead of the rounding epilogue), peak1 / peak2 / xbar
- * (diagnostics, see CoopMmConfig), and `notrans` to keep transposed operands
+ * conversion instead of the rounding epilogue), peak1 / peak2 / peak3 / xbar
+ * (diagnostics, see CoopMmConfig), ws=P [split] (CoopMmConfig::producers;
+ * kernels of more than 256 invocations refused), shape=MxNxK (subgroup
+ * matrices of a VK_NV_cooperative_matrix2 flexible shape; the last three
+ * measured, not faster, session 22), and `notrans` to keep transposed operands
  * (A as [K,M], B as [N,K]) off it (on by default since the H200 passed
  * tests/vulkan's "f16 library matmul on interior tiles with transposes" on
  * this path, session 7).
