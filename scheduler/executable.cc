@@ -499,9 +499,11 @@ htr_status_t NullArg(const char* fn, const char* arg) {
 
 // Whether the device compiles the cast_multi kernel (ops/kernels/cast_flat.h) at its largest group
 // (kCastMultiMaxTensors f32 -> bf16 tensors). Where it does not, the grouped casts would each run as
-// a reference step (host copies): the Vulkan lowering keeps the tiles of cast_multi's per-tensor
+// a reference step (host copies): the Vulkan lowering kept the tiles of cast_multi's per-tensor
 // loops in private arrays, which lavapipe refuses and an NVIDIA H100's driver ran as a reference
 // step in session 20 (142 ms of a 1.19 s gpt2 step); one flat cast a tensor is the better plan there.
+// Since session 22 those tiles share pooled workgroup memory (htr_sdk_ir_glsl_pool.h) and the H100's
+// driver compiles the kernel; the probe stays for devices that still refuse it.
 bool CastMultiCompiles(htr_device_t* device) {
   std::vector<uint8_t> ir;
   if (!htr::kernels::BuildCastMulti(HTR_DTYPE_F32, HTR_DTYPE_BF16, htr::kernels::kFlatConvertBlock,
@@ -721,11 +723,13 @@ HTR_API htr_status_t htr_executable_create(const htr_graph_t* graph, htr_device_
       htr::sched::LowerOptions lo;
       const std::string plugin = htr_device_plugin_name(device);
       if (plugin == "cpu") lo.matmul = htr::kernels::MatmulConfigForCpu();
-      if (plugin == "vulkan") lo.max_grid[0] = 65535;  // maxComputeWorkGroupCount's guaranteed minimum
-      // Vulkan on the CPU (lavapipe): llvmpipe caps each invocation's loop iterations
-      lo.loop_cap = plugin == "vulkan" && props.kind == HTR_DEVICE_KIND_CPU;
-      // its lowering keeps tiles in workgroup arrays: maxComputeSharedMemorySize's guaranteed minimum
-      if (plugin == "vulkan") lo.workgroup_bytes = 16384;
+      if (plugin == "vulkan") {
+        lo.max_grid[0] = 65535;  // maxComputeWorkGroupCount's guaranteed minimum
+        // lavapipe: llvmpipe caps each invocation's loop iterations
+        lo.loop_cap = props.kind == HTR_DEVICE_KIND_CPU;
+        // the lowering keeps tiles in workgroup arrays: maxComputeSharedMemorySize's guaranteed minimum
+        lo.workgroup_bytes = 16384;
+      }
       const auto t_prep = std::chrono::steady_clock::now();
       if (htr_status_t st = e->dexec->Prepare(p, todo, lo, &e->impl)) return st;
       HTR_LOG_DEBUG_("executable: device kernels (lowering, compiles) {:.0f} ms",

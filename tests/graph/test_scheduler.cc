@@ -304,6 +304,16 @@ TEST_CASE("reshape of an intermediate aliases its buffer", "[graph][plan]") {
   }
 }
 
+// The step of `p` that runs op `name` (the lowering tests below).
+static const htr::sched::Step& StepOf(const htr::sched::Program& p, const std::string& name) {
+  const htr::sched::Step* step = nullptr;
+  for (const auto& s : p.steps)
+    if (s.def != nullptr && s.def->name == name) step = &s;
+  INFO(name);
+  REQUIRE(step != nullptr);
+  return *step;
+}
+
 // device_lower.cc's embedding gradient for a small table: embedding_grad_gather (chunks of ids, then
 // colsum_finish) unless the device caps loop iterations (LowerOptions::loop_cap: lavapipe), where it
 // is embedding_grad_rows. Vulkan's launch grid (max_grid[0] 65535) alone no longer decides it: that
@@ -317,16 +327,13 @@ TEST_CASE("embedding gradient lowering: gather unless loops are capped", "[graph
   REQUIRE_OK(g.AddOutput("dw", dw));
   htr::sched::Program p;
   REQUIRE_OK(htr::sched::Compile(g, true, 1, &p));
-  const htr::sched::Step* step = nullptr;
-  for (const auto& s : p.steps)
-    if (s.def != nullptr && s.def->name == "embedding_grad") step = &s;
-  REQUIRE(step != nullptr);
+  const htr::sched::Step& step = StepOf(p, "embedding_grad");
   htr::sched::LowerOptions o;
   o.max_grid[0] = 65535;  // Vulkan's
   htr::sched::LoweredStep gather, rows;
-  REQUIRE_OK(htr::sched::LowerStep(p, *step, o, &gather));
+  REQUIRE_OK(htr::sched::LowerStep(p, step, o, &gather));
   o.loop_cap = true;
-  REQUIRE_OK(htr::sched::LowerStep(p, *step, o, &rows));
+  REQUIRE_OK(htr::sched::LowerStep(p, step, o, &rows));
   INFO(gather.name << " / " << rows.name);
   CHECK(gather.name.find("embedding_grad_gather") != std::string::npos);
   CHECK(rows.name == "embedding_grad_rows");
@@ -346,15 +353,12 @@ TEST_CASE("global norm lowering: tensors per launch within workgroup memory", "[
   REQUIRE_OK(g.AddOutput("norm", Op1(g, "global_norm", xs)));
   htr::sched::Program p;
   REQUIRE_OK(htr::sched::Compile(g, true, 1, &p));
-  const htr::sched::Step* step = nullptr;
-  for (const auto& s : p.steps)
-    if (s.def != nullptr && s.def->name == "global_norm") step = &s;
-  REQUIRE(step != nullptr);
+  const htr::sched::Step& step = StepOf(p, "global_norm");
   htr::sched::LowerOptions o;
   htr::sched::LoweredStep one, capped;
-  REQUIRE_OK(htr::sched::LowerStep(p, *step, o, &one));
+  REQUIRE_OK(htr::sched::LowerStep(p, step, o, &one));
   o.workgroup_bytes = 16384;
-  REQUIRE_OK(htr::sched::LowerStep(p, *step, o, &capped));
+  REQUIRE_OK(htr::sched::LowerStep(p, step, o, &capped));
   CHECK(one.launches.size() == 2);     // 5 tensors, then the finish
   CHECK(capped.launches.size() == 4);  // 2 + 2 + 1 tensors, then the finish
   CHECK(htr::kernels::SumSquaresMultiWorkgroupBytes(256, 4) == 6656);
