@@ -5,6 +5,8 @@
 // invocation e mod W), arrays live in workgroup memory and barriers order
 // the loops that write them against the loops that read them.
 #include "htr_sdk_ir_glsl.h"
+#include "htr_sdk_ir_glsl_coopdot.h"
+#include "htr_sdk_ir_glsl_helpers.h"
 #include "htr_sdk_ir_glsl_pool.h"
 #include "htr_sdk_ir_glsl_groups.h"
 
@@ -20,64 +22,6 @@ namespace htr_sdk::ir {
 
 namespace {
 
-const char* kHelpers = R"(
-float htr_f16_from(uint h) {
-  uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0u) { float f = float(m) * 5.9604644775390625e-8; return s != 0u ? -f : f; }
-  if (e == 31u) return uintBitsToFloat(s | 0x7f800000u | (m << 13));
-  return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));
-}
-uint htr_f16_bits(float f) {
-  uint b = floatBitsToUint(f), s = (b >> 16) & 0x8000u;
-  float a = abs(f);
-  if (isnan(a)) return s | 0x7e00u;
-  if (a >= 65520.0) return s | 0x7c00u;
-  if (a < 6.103515625e-05) return s | uint(roundEven(a * 16777216.0));
-  uint ab = floatBitsToUint(a);
-  uint r = ab + 0xfffu + ((ab >> 13) & 1u);
-  return s | (((r >> 13) - (112u << 10)) & 0x7fffu);
-}
-float htr_f16_rnd(float f) { return htr_f16_from(htr_f16_bits(f)); }
-float htr_bf16_from(uint h) { return uintBitsToFloat(h << 16); }
-uint htr_bf16_bits(float f) {
-  uint b = floatBitsToUint(f);
-  if ((b & 0x7f800000u) == 0x7f800000u && (b & 0x007fffffu) != 0u) return (b >> 16) | 0x40u;
-  return (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
-}
-float htr_bf16_rnd(float f) { return htr_bf16_from(htr_bf16_bits(f)); }
-float htr_maxf(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : max(a, b)); }
-float htr_minf(float a, float b) { return isnan(a) ? a : (isnan(b) ? b : min(a, b)); }
-int htr_idiv(int a, int b) { int d = (b == 0 || b == -1) ? 1 : b; int q = a / d; return b == 0 ? 0 : (b == -1 ? -a : q); }
-int64_t htr_idiv(int64_t a, int64_t b) { int64_t d = (b == 0l || b == -1l) ? 1l : b; int64_t q = a / d; return b == 0l ? 0l : (b == -1l ? -a : q); }
-int htr_irem(int a, int b) { int d = (b == 0 || b == -1) ? 1 : b; return (b == 0 || b == -1) ? 0 : a - (a / d) * d; }
-int64_t htr_irem(int64_t a, int64_t b) { int64_t d = (b == 0l || b == -1l) ? 1l : b; return (b == 0l || b == -1l) ? 0l : a - (a / d) * d; }
-int htr_iabs(int a) { return a < 0 ? -a : a; }
-int64_t htr_iabs(int64_t a) { return a < 0l ? -a : a; }
-int htr_f2i32(float x) { return isnan(x) ? 0 : (x >= 2147483648.0 ? 2147483647 : (x < -2147483648.0 ? int(0x80000000u) : int(x))); }
-int64_t htr_f2i64(float x) { return isnan(x) ? 0l : (x >= 9223372036854775808.0 ? int64_t(0x7fffffffffffffffUL) : (x < -9223372036854775808.0 ? int64_t(0x8000000000000000UL) : int64_t(x))); }
-float htr_tanh(float x) {
-  // Builtin tanh is (e^2x - 1)/(e^2x + 1) on some drivers (lavapipe): 0 for tiny x, NaN past
-  // e^2x overflow. Odd Taylor series to x^15 below 0.5 (error < 1e-8 relative), +-1 past 10.
-  float a = abs(x);
-  if (a < 0.5) {
-    float t = x * x;
-    return x * (1.0 + t * (-0.3333333333333333 + t * (0.13333333333333333 + t * (-0.05396825396825397 + t * (0.021869488536155203 + t * (-0.008863235529902197 + t * (0.003592128036572481 + t * -0.0014558343870513183)))))));
-  }
-  if (a > 10.0) return x < 0.0 ? -1.0 : 1.0;
-  return tanh(x);
-}
-float htr_erf(float x) {
-  // Abramowitz-Stegun 7.1.26 refined: |error| < 1.2e-7 (W. J. Cody-style rational for small |x|).
-  float a = abs(x);
-  if (a < 0.5) {
-    float t = x * x;
-    return x * (1.1283791670955126 + t * (-0.37612638903183754 + t * (0.11283791670955126 + t * (-0.026866170645131252 + t * (0.005223977625442188 + t * -0.0008548327023450852)))));
-  }
-  float t = 1.0 / (1.0 + 0.5 * a);
-  float y = 1.0 - t * exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
-  return x < 0.0 ? -y : y;
-}
-)";
 
 std::string vn(uint32_t id) { return "v" + std::to_string(id); }
 
@@ -113,42 +57,6 @@ std::string str(int64_t v) { return std::to_string(v); }
 constexpr size_t kMaxExpr = 600;
 // Row padding (halves) of the f16 operand tiles of cooperative-matrix dots.
 constexpr int64_t kPad = 8;
-// Most dot outputs one invocation keeps in registers (micro-tile).
-constexpr int64_t kMaxMicro = 64;
-
-// The micro-tile of a dot's [M,N] result over W invocations: each owns
-// TM x TN outputs at rows tr + i*gm, columns tc + j*gn (tr = lid / gn,
-// tc = lid % gn, gm = M / TM, gn = N / TN): strided, so neighbouring
-// invocations read neighbouring B columns (no bank conflicts) and share A
-// rows (broadcast).
-// With v = 4 (GlslOptions::micro_vec4) columns come in runs of 4:
-// column j is tc*4 + j%4 + (j/4)*gn*4, so an invocation's B reads per k are
-// runs of 4 consecutive floats (one 16-byte shared load where the compiler
-// merges them) and neighbouring invocations still read neighbouring runs.
-struct Micro {
-  int64_t tm = 0, tn = 0, gm = 0, gn = 0, v = 1;
-  bool ok() const { return tm > 0; }
-};
-
-Micro micro_for(int64_t M, int64_t N, int64_t W) {
-  Micro m;
-  if (W < 1 || (M * N) % W != 0) return m;
-  const int64_t t = M * N / W;
-  if (t > kMaxMicro) return m;
-  // Largest power of two tm <= sqrt(t) with tm | M, t/tm | N.
-  for (int64_t tm = 1; tm * tm <= t; tm *= 2) {
-    if (t % tm != 0 || M % tm != 0) continue;
-    const int64_t tn = t / tm;
-    if (N % tn != 0) continue;
-    m.tm = tm;
-    m.tn = tn;
-  }
-  if (m.tm == 0) return m;
-  m.gm = M / m.tm;
-  m.gn = N / m.tn;
-  if (m.gm * m.gn != W) m.tm = 0;
-  return m;
-}
 
 class GlslRenderer {
  public:
@@ -156,7 +64,7 @@ class GlslRenderer {
                uint32_t W, uint64_t shared_budget)
       : k_(k), a_(a), spec_(spec), max_push_(o.max_push_bytes), shared_budget_(shared_budget), W_(W), wg_(W > 1),
         unroll_(o.unroll), unroll_k_(o.unroll_k), cm_m_(o.coopmat_m), cm_n_(o.coopmat_n), cm_k_(o.coopmat_k),
-        sg_(o.subgroup_size), vec_(o.vector_loads), vec32_(o.vector_loads_f32), prefetch_(o.prefetch),
+        sg_(o.subgroup_size), coop_bf16_(o.coopmat_bf16), vec_(o.vector_loads), vec32_(o.vector_loads_f32), prefetch_(o.prefetch),
         micro_vec4_(o.micro_vec4),
         groups_(k, a, def_, [this](uint32_t id) { return name_[id]; },
                 [this](uint32_t id, const std::string& e) { return at(id, e); },
@@ -210,7 +118,7 @@ class GlslRenderer {
                     "#extension GL_EXT_control_flow_attributes : require\n";
     if (need16) s += "#extension GL_EXT_shader_16bit_storage : require\n#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n";
     if (need8) s += "#extension GL_EXT_shader_8bit_storage : require\n#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n";
-    if (!coop_.empty())
+    if (!coop_.empty() || !coop_dots_.empty())
       s += "#extension GL_NV_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n"
            "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
            "#extension GL_KHR_shader_subgroup_basic : require\n";
@@ -229,7 +137,7 @@ class GlslRenderer {
          "layout(buffer_reference, std430, buffer_reference_align = 8) buffer BI64 { int64_t v; };\n";
     if (need16) s += "layout(buffer_reference, std430, buffer_reference_align = 2) buffer BU16 { uint16_t v; };\n";
     if (need8) s += "layout(buffer_reference, std430, buffer_reference_align = 1) buffer BU8 { uint8_t v; };\n";
-    s += kHelpers;
+    s += glsl_helpers();
     s += "void main() {\n"
          "  int pid0 = int(gl_WorkGroupID.x + pc.base[0]);\n"
          "  int pid1 = int(gl_WorkGroupID.y + pc.base[1]);\n"
@@ -253,6 +161,7 @@ class GlslRenderer {
     out->args_in_buffer = in_buf;
     out->needs_16bit = need16;
     out->needs_8bit = need8;
+    out->coop_bf16 = coop_dtype_ == HTR_DTYPE_BF16 && (!coop_.empty() || !coop_dots_.empty());
     out->workgroup_size = W_;
     out->shared_bytes = static_cast<uint32_t>(shared_used_);
     out->private_bytes = private_used_;
@@ -630,13 +539,13 @@ class GlslRenderer {
         if (!type(r).is_tile()) {
           line(ct(r) + " " + vn(r) + ";");
           line(body(vn(r), ""));
-        } else if (half_.count(r)) {  // f16 operand of a cooperative-matrix dot: groups of 8 halves
+        } else if (half_.count(r) || packed_loads_.count(r)) {  // cooperative operand: groups of 8 halves
           // Rows padded by one group (16 bytes): fragment loads of
           // consecutive rows hit distinct banks; row starts stay 16-byte aligned.
           const int64_t rows = type(r).numel() / type(r).shape[type(r).rank - 1];
           const int64_t cols = type(r).shape[type(r).rank - 1];
           decl_array("uvec4", vn(r), rows * (cols + kPad) / 8);
-          if (prefetch_ && can_defer(i)) {
+          if (half_.count(r) && prefetch_ && can_defer(i)) {
             deferred_[r] = i;  // loaded one k step ahead at the dot (emit_coop_loads)
           } else {
             const int64_t groups = type(r).numel() / 8;
@@ -758,7 +667,7 @@ class GlslRenderer {
         break;
       }
       case HTR_KIR_OP_REDUCE: emit_reduce(op, r); break;
-      case HTR_KIR_OP_DOT: emit_dot(op, r); break;
+      case HTR_KIR_OP_DOT: emit_dot(i, op, r); break;
       case HTR_KIR_OP_FOR: emit_for(i, op, r); break;
       case HTR_KIR_OP_YIELD: emit_yield(op); break;
       default:
@@ -945,18 +854,31 @@ class GlslRenderer {
   // registers in place; otherwise each invocation computes its micro-tile
   // (or, where the shape does not divide, a strided set of elements) and
   // writes the result array.
-  void emit_dot(const Op& op, uint32_t r) {
+  void emit_dot(uint32_t i, const Op& op, uint32_t r) {
     const uint32_t a = op.operands[0], b = op.operands[1], c = op.operands[2];
-    const std::string an = array_of(a), bn = array_of(b);
     const int64_t M = type(a).shape[0], K = type(a).shape[1], N = type(b).shape[1];
     auto acc_it = reg_acc_.find(c);
     if (acc_it != reg_acc_.end() && acc_it->second.coop) {
-      emit_coop_loads({a, b});
-      coop_kernel(acc_it->second, an, bn, (K + kPad) / 8, (N + kPad) / 8);
-      reg_acc_[r] = acc_it->second;
+      const RegAcc& ra = acc_it->second;
+      if (half_.count(a)) {
+        emit_coop_loads({a, b});
+        coop_kernel(ra, array_of(a), array_of(b), (K + kPad) / 8, (N + kPad) / 8);
+      } else {  // computed operands: packed here (htr_sdk_ir_glsl_coopdot.h)
+        const std::pair<std::string, std::string> h = pack16(a, b);
+        for (const std::string& l : coop_accumulate_lines(coop_shape(), ra.ftm, ra.ftn, K, coop_packed_ld(K),
+                                                          coop_packed_ld(N), ra.regs, ra.tr, ra.tc, h.first,
+                                                          h.second, fresh("q")))
+          line(l);
+      }
+      reg_acc_[r] = ra;
       name_[r] = "";
       return;
     }
+    if (acc_it == reg_acc_.end() && coop_dots_.count(i)) {  // (a SIMT register accumulator stays one)
+      emit_coop_dot(op, r);
+      return;
+    }
+    const std::string an = array_of(a), bn = array_of(b);
     if (acc_it != reg_acc_.end()) {
       const RegAcc& ra = acc_it->second;
       micro_kernel(ra.regs, ra.tr, ra.tc, ra.mt, an, bn, K, N);
@@ -984,6 +906,59 @@ class GlslRenderer {
              kk + ") " + s + " += " + an + "[" + m + " * " + str(K) + " + " + kk + "] * " + bn + "[" + kk + " * " + str(N) +
              " + " + n + "]; " + vn(r) + "[" + q + "] = " + s + ";";
     });
+    name_[r] = vn(r);
+  }
+
+  CoopDotShape coop_shape() const {
+    CoopDotShape cs;
+    cs.cm = cm_m_;
+    cs.cn = cm_n_;
+    cs.ck = cm_k_;
+    cs.subgroups = W_ / sg_;
+    return cs;
+  }
+
+  // Packed 16-bit copies (uvec4 arrays, htr_sdk_ir_glsl_coopdot.h) of dot operands a and b,
+  // written between two barriers.
+  std::pair<std::string, std::string> pack16(uint32_t a, uint32_t b) {
+    const std::string ah = packed_loads_.count(a) ? name_[a] : fresh("h"),
+                      bh = packed_loads_.count(b) ? name_[b] : fresh("h");
+    for (const auto& t : {std::make_pair(a, ah), std::make_pair(b, bh)})
+      if (!packed_loads_.count(t.first))
+        decl_array("uvec4", t.second, type(t.first).shape[0] * coop_packed_ld(type(t.first).shape[1]));
+    sync();
+    for (const auto& t : {std::make_pair(a, ah), std::make_pair(b, bh)}) {
+      const uint32_t id = t.first;
+      if (packed_loads_.count(id)) continue;
+      const std::string g = fresh("g");
+      line(each(g, type(id).numel() / 8) + " " +
+           coop_pack_group(t.second, type(id).shape[1], coop_dtype_ == HTR_DTYPE_BF16, g,
+                           [this, id](const std::string& x) { return at(id, x); }, fresh("p")));
+    }
+    sync();
+    return {ah, bh};
+  }
+
+  // A dot of coop_dots_ (see plan_coop): result array = addend + a.b on cooperative fragments.
+  void emit_coop_dot(const Op& op, uint32_t r) {
+    const uint32_t a = op.operands[0], b = op.operands[1], c = op.operands[2];
+    const int64_t M = type(a).shape[0], K = type(a).shape[1], N = type(b).shape[1];
+    std::string init, carr;
+    const uint32_t cd = def_[c];
+    if (cd != UINT32_MAX && k_.ops[cd].opcode == HTR_KIR_OP_SPLAT && !pending_.count(c)) {
+      init = at(c, "0");  // every element the same value
+    } else if (virt_[c] || pending_.count(c)) {
+      carr = fresh("t");
+      decl_array("float", carr, M * N);
+      write_all(M * N, [&](const std::string& e) { return carr + "[" + e + "] = " + at(c, e) + ";"; });
+    } else {
+      carr = name_[c];
+    }
+    const std::pair<std::string, std::string> h = pack16(a, b);
+    decl_array("float", vn(r), M * N);
+    for (const std::string& l : coop_dot_lines(coop_shape(), M, N, K, h.first, h.second, init, carr, vn(r), fresh("q")))
+      line(l);
+    sync();
     name_[r] = vn(r);
   }
 
@@ -1138,14 +1113,31 @@ class GlslRenderer {
     line("} }");
   }
 
-  // Chooses the carried slots lowered to cooperative matrices (see the
-  // header): register-accumulator dots of two f16 tiles, each loaded in the
-  // loop body and used only by the dot, the accumulator starting from a
-  // splat, shapes divisible by the cooperative shape and the fragments
-  // dividing over the workgroup's subgroups (<= 16 fragments each).
+  // Chooses the dots lowered to cooperative matrices (see the header). The kernel's cooperative
+  // dtype is that of the first dot of two 16-bit tiles the device multiplies (f16; bf16 with
+  // GlslOptions::coopmat_bf16); dots of other dtypes stay SIMT. Then:
+  //   - carried slots: register-accumulator dots (the accumulator starting from a splat, shapes
+  //     divisible by the cooperative shape, the fragments dividing over the workgroup's subgroups,
+  //     <= 16 each), whose f16 operands are kept as 16-bit tiles when both are loads in the loop
+  //     body used only by the dot (half_: loaded in groups, prefetched), else packed at the dot;
+  //   - every other dot of the dtype whose shapes divide: coop_dots_ (emit_coop_dot).
   void plan_coop() {
     if (!wg_ || cm_m_ == 0 || cm_n_ == 0 || cm_k_ == 0 || sg_ == 0 || W_ % sg_ != 0) return;
+    auto divides = [&](uint32_t a, uint32_t b) {
+      const Type &ta = type(a), &tb = type(b);
+      if (a == b || ta.ptr || tb.ptr || ta.rank != 2 || tb.rank != 2 || ta.dtype != tb.dtype) return false;
+      if (ta.dtype != HTR_DTYPE_F16 && !(ta.dtype == HTR_DTYPE_BF16 && coop_bf16_)) return false;
+      return ta.shape[0] % cm_m_ == 0 && tb.shape[1] % cm_n_ == 0 && ta.shape[1] % cm_k_ == 0;
+    };
+    for (const Op& op : k_.ops)
+      if (op.opcode == HTR_KIR_OP_DOT && op.operands.size() == 3 && divides(op.operands[0], op.operands[1])) {
+        coop_dtype_ = type(op.operands[0]).dtype;
+        break;
+      }
+    if (coop_dtype_ == HTR_DTYPE_F32) return;
+    auto eligible = [&](uint32_t a, uint32_t b) { return divides(a, b) && type(a).dtype == coop_dtype_; };
     const int64_t nsg = W_ / sg_;
+    std::set<uint32_t> acc_dots, simt_acc;  // register-accumulator dots: cooperative, SIMT
     for (uint32_t i = 0; i < k_.ops.size(); ++i) {
       const Op& op = k_.ops[i];
       if (op.opcode != HTR_KIR_OP_FOR) continue;
@@ -1156,15 +1148,15 @@ class GlslRenderer {
         const uint32_t d = reg_acc_dot(i, j, barg);
         if (d == UINT32_MAX) continue;
         const uint32_t a = k_.ops[d].operands[0], b = k_.ops[d].operands[1];
-        const Type &ta = type(a), &tb = type(b);
-        if (a == b || ta.ptr || tb.ptr || ta.rank != 2 || tb.rank != 2) continue;
-        if (ta.dtype != HTR_DTYPE_F16 || tb.dtype != HTR_DTYPE_F16 || uses_[a] != 1 || uses_[b] != 1) continue;
-        if (def_[a] == UINT32_MAX || def_[b] == UINT32_MAX || def_[a] <= i || def_[b] <= i ||
-            k_.ops[def_[a]].opcode != HTR_KIR_OP_LOAD || k_.ops[def_[b]].opcode != HTR_KIR_OP_LOAD)
-          continue;
+        Micro mt;
+        if (find_reg_acc(i, j, barg, &mt)) simt_acc.insert(d);  // unless planned below
+        if (!eligible(a, b)) continue;
         if (def_[init] == UINT32_MAX || k_.ops[def_[init]].opcode != HTR_KIR_OP_SPLAT) continue;
-        const int64_t M = ta.shape[0], K = ta.shape[1], N = tb.shape[1];
-        if (M % cm_m_ != 0 || N % cm_n_ != 0 || K % cm_k_ != 0) continue;
+        const bool loads = coop_dtype_ == HTR_DTYPE_F16 && uses_[a] == 1 && uses_[b] == 1 &&
+                           def_[a] != UINT32_MAX && def_[b] != UINT32_MAX && def_[a] > i && def_[b] > i &&
+                           k_.ops[def_[a]].opcode == HTR_KIR_OP_LOAD && k_.ops[def_[b]].opcode == HTR_KIR_OP_LOAD;
+        const Type &ta = type(a), &tb = type(b);
+        const int64_t M = ta.shape[0], N = tb.shape[1];
         const int64_t fr = M / cm_m_, fc = N / cm_n_;
         Coop best;
         for (int64_t sgm = 1; sgm <= nsg; ++sgm) {
@@ -1180,9 +1172,32 @@ class GlslRenderer {
         if (best.ftm == 0) continue;
         best.init_scalar = k_.ops[def_[init]].operands[0];
         coop_[barg] = best;
-        half_.insert(a);
-        half_.insert(b);
+        acc_dots.insert(d);
+        simt_acc.erase(d);
+        if (loads) {
+          half_.insert(a);
+          half_.insert(b);
+        }
       }
+    }
+    for (uint32_t i = 0; i < k_.ops.size(); ++i) {
+      const Op& op = k_.ops[i];
+      if (op.opcode == HTR_KIR_OP_DOT && op.operands.size() == 3 && !acc_dots.count(i) && !simt_acc.count(i) &&
+          eligible(op.operands[0], op.operands[1]))
+        coop_dots_.insert(i);
+    }
+    // Loaded tiles whose every use is as an operand of those dots are loaded packed (as half_, not
+    // prefetched): no f32 copy, no packing pass.
+    std::map<uint32_t, uint32_t> operand_uses;
+    for (uint32_t d : acc_dots)
+      if (!half_.count(k_.ops[d].operands[0])) operand_uses[k_.ops[d].operands[0]]++, operand_uses[k_.ops[d].operands[1]]++;
+    for (uint32_t d : coop_dots_) operand_uses[k_.ops[d].operands[0]]++, operand_uses[k_.ops[d].operands[1]]++;
+    for (const auto& u : operand_uses) {
+      const uint32_t x = u.first;
+      if (def_[x] == UINT32_MAX || k_.ops[def_[x]].opcode != HTR_KIR_OP_LOAD || u.second != uses_[x] ||
+          type(x).shape[1] % 8 != 0)
+        continue;
+      packed_loads_.insert(x);
     }
   }
 
@@ -1367,6 +1382,7 @@ class GlslRenderer {
   const bool unroll_;
   const bool unroll_k_;
   const uint32_t cm_m_, cm_n_, cm_k_, sg_;  // cooperative shape, subgroup size (0: off)
+  const bool coop_bf16_;                    // GlslOptions::coopmat_bf16
   const bool vec_, vec32_, prefetch_;       // GlslOptions::vector_loads, vector_loads_f32, prefetch
   const bool micro_vec4_;                   // GlslOptions::micro_vec4
   bool need_atomicf_ = false;  // BU32 and htr_atomic_addf declared
@@ -1375,6 +1391,9 @@ class GlslRenderer {
   std::map<uint32_t, uint32_t> deferred_;   // f16 operand tile -> its LOAD op, loaded at the dot
   std::map<uint32_t, Coop> coop_;  // carried slots (block arguments) on cooperative matrices
   std::set<uint32_t> half_;        // f16 tiles kept as float16_t (operands of those dots)
+  htr_dtype_t coop_dtype_ = HTR_DTYPE_F32;  // the operands' dtype of every cooperative dot (F32: none)
+  std::set<uint32_t> coop_dots_;   // DOT ops on packed operands (emit_coop_dot)
+  std::set<uint32_t> packed_loads_;  // loaded tiles kept packed for those dots (see plan_coop)
   std::vector<uint32_t> def_;      // op defining each value (UINT32_MAX: arguments)
   std::vector<std::string> name_;  // (declared before groups_, which refers to both)
   std::vector<Fn> virt_;
@@ -1408,23 +1427,33 @@ Status render_glsl(const Kernel& k, const Analysis& a, const std::vector<Special
       while (W < o.widen_for_dot && !micro_for(M, N, W).ok() && M * N > kMaxMicro * static_cast<int64_t>(W)) W *= 2;
     }
   }
-  if (W > 1) {
-    GlslRenderer r(k, a, spec, o, W, o.shared_bytes);
-    Status st = r.run(out);
-    if (!st.ok() || !r.overflowed()) return st;
+  // Workgroup mode with options `wo`: true when it gave `out` (or an error in *st).
+  auto workgroup_mode = [&](const GlslOptions& wo, Status* st) {
+    GlslRenderer r(k, a, spec, wo, W, wo.shared_bytes);
+    *st = r.run(out);
+    if (!st->ok() || !r.overflowed()) return true;
     // Arrays beyond workgroup memory: the same rendering with every array declared, then arrays
     // whose lifetimes do not overlap share bytes (htr_sdk_ir_glsl_pool.h); workgroup mode when that fits.
-    GlslRenderer all(k, a, spec, o, W, UINT64_MAX);
+    GlslRenderer all(k, a, spec, wo, W, UINT64_MAX);
     GlslShader full;
-    st = all.run(&full);
-    if (st.ok() && !all.overflowed()) {
-      const PoolResult p = pool_shared_arrays(full.source);
-      if (p.pooled > 0 && p.shared_bytes <= o.shared_bytes) {
-        *out = full;
-        out->source = p.source;
-        out->shared_bytes = static_cast<uint32_t>(p.shared_bytes);
-        return Status();
-      }
+    if (!all.run(&full).ok() || all.overflowed()) return false;
+    const PoolResult p = pool_shared_arrays(full.source);
+    if (p.pooled == 0 || p.shared_bytes > wo.shared_bytes) return false;
+    *out = full;
+    out->source = p.source;
+    out->shared_bytes = static_cast<uint32_t>(p.shared_bytes);
+    return true;
+  };
+  if (W > 1) {
+    Status st;
+    if (workgroup_mode(o, &st)) return st;
+    // Cooperative dots add packed operand copies (and pin their tiles in 16-byte groups): where
+    // that does not fit, the SIMT dots may still.
+    if (o.coopmat_m != 0) {
+      GlslOptions simt = o;
+      simt.coopmat_m = simt.coopmat_n = simt.coopmat_k = 0;
+      simt.coopmat_bf16 = false;
+      if (workgroup_mode(simt, &st)) return st;
     }
   }
   {

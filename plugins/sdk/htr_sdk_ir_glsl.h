@@ -34,6 +34,16 @@
  *     read with coopMatLoadNV, and the epilogue stores fragments through a per-subgroup workgroup staging
  *     tile (coopMatStoreNV) before the element-wise store. Tensor-core
  *     accumulation order differs from "k ascending" (f32 all the same).
+ *     Other dots of 16-bit tiles (one dtype per kernel: f16, or bf16 with
+ *     GlslOptions::coopmat_bf16) whose shapes divide into the cooperative
+ *     shape run on cooperative matrices as well (attention's score and
+ *     value products): the operands are packed into 16-bit copies in
+ *     workgroup memory (groups of 8, rows padded by one group) where the
+ *     dot is, the subgroups share out the result's fragments, and each
+ *     fragment starts from the addend (a splat, or its f32 array) and is
+ *     stored to the result's f32 array; a register accumulator of such
+ *     tiles that are not loads in the loop body packs them the same way
+ *     at its dot.
  *     A kernel whose arrays exceed `shared_bytes` is rendered again with
  *     arrays of disjoint lifetimes sharing bytes (htr_sdk_ir_glsl_pool.h);
  *     where even that does not fit, it falls back to:
@@ -90,6 +100,10 @@ struct GlslShader {
   uint32_t workgroup_size = 1;  // invocations per program actually used
   uint32_t shared_bytes = 0;    // workgroup memory declared
   uint64_t private_bytes = 0;   // private (per-invocation) arrays declared
+  // Cooperative matrices on bf16 operands (GlslOptions::coopmat_bf16): the source spells them as
+  // f16 NV fragments and the plugin must rewrite the module to bf16 KHR cooperative matrices
+  // (plugins/vulkan/vk_spirv_bf16.h) before it means what the kernel says.
+  bool coop_bf16 = false;
 };
 
 struct GlslOptions {
@@ -112,6 +126,9 @@ struct GlslOptions {
   // basic subgroup ops; 0 = off. subgroup_size: the device's (fixed) subgroup size.
   uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
   uint32_t subgroup_size = 0;
+  // bf16 dots on cooperative matrices too: set only where the plugin can run the module through
+  // its f16 -> bf16 KHR rewrite (a bf16 16x16x16 KHR shape; GlslShader::coop_bf16 says when).
+  bool coopmat_bf16 = false;
   // 16-byte global loads (GPUs): a loaded tile whose last dimension divides into groups of 16
   // bytes and whose pointer tile is provably linear along it is read in groups: one uvec4 load
   // when the run-time step along it is 1 element, the group's address 16-byte aligned and all

@@ -151,7 +151,11 @@ std::string GlslGroups::group_load(const Op& lop, const std::string& e0, const s
     std::string ld, oth;
     if (per == 8) {
       ld = "uint(BU16(" + addr + ").v)";
-      oth = has_other ? "uint(halfBitsToUint16(float16_t(" + at_(lop.operands[2], ek) + ")))" : "0u";
+      // bf16 tiles (cooperative operands of bf16 dots) take `other` as bf16 bits
+      const bool bf = type(p).dtype == HTR_DTYPE_BF16;
+      oth = !has_other ? "0u"
+            : bf       ? "htr_bf16_bits(" + at_(lop.operands[2], ek) + ")"
+                       : "uint(halfBitsToUint16(float16_t(" + at_(lop.operands[2], ek) + ")))";
     } else {
       ld = "floatBitsToUint(BF32(" + addr + ").v)";
       oth = has_other ? "floatBitsToUint(" + at_(lop.operands[2], ek) + ")" : "0u";

@@ -26,7 +26,7 @@ struct Array {
   uint64_t n = 0;
   size_t decl_begin = 0, decl_end = 0;  // the declaration line in the source
   std::vector<size_t> uses;             // offsets (into the source) of each mention in main()
-  bool whole = false;                   // mentioned somewhere without an index
+  bool whole = false;                   // mentioned somewhere without an index (not as below)
   size_t first = 0, last = 0;           // live range (source offsets)
   uint64_t off = 0;                     // element offset in its pool
 };
@@ -73,6 +73,24 @@ size_t match_bracket(const std::string& s, size_t open) {
   return std::string::npos;
 }
 
+// Whether the mention [i, j) is the array operand of a cooperative-matrix load or store whose
+// element offset follows as `, uint(...)`: "coopMatLoadNV(x, name, uint(" / "coopMatStoreNV(x,
+// name, uint(" (how the lowering writes them); the pool rewrites it to the pool and the offset
+// plus the array's place.
+bool coop_operand(const std::string& s, size_t i, size_t j) {
+  if (s.compare(j, 7, ", uint(") != 0) return false;
+  const size_t call = s.rfind("coopMat", i);
+  if (call == std::string::npos || (s.compare(call, 14, "coopMatLoadNV(") != 0 && s.compare(call, 15, "coopMatStoreNV(") != 0))
+    return false;
+  // Between the call's '(' and the name: one argument (the fragment) and ", ".
+  const size_t open = s.find('(', call);
+  const size_t comma = s.find(',', open);
+  if (comma == std::string::npos || comma + 2 != i) return false;
+  for (size_t k = open + 1; k < comma; ++k)
+    if (s[k] == '(' || s[k] == ')' || s[k] == ';' || s[k] == '\n') return false;
+  return true;
+}
+
 }  // namespace
 
 PoolResult pool_shared_arrays(const std::string& source) {
@@ -117,7 +135,7 @@ PoolResult pool_shared_arrays(const std::string& source) {
     if (it != by_name.end()) {
       Array& a = arrays[it->second];
       a.uses.push_back(i);
-      if (j >= source.size() || source[j] != '[') a.whole = true;
+      if ((j >= source.size() || source[j] != '[') && !coop_operand(source, i, j)) a.whole = true;
     }
     i = j;
   }
@@ -204,7 +222,12 @@ PoolResult pool_shared_arrays(const std::string& source) {
   std::sort(edits.begin(), edits.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   for (const auto& e : edits) {
     const Array& a = *e.second;
-    const size_t lb = e.first + a.name.size(), rb = match_bracket(s, lb);
+    const size_t lb = e.first + a.name.size();
+    if (s.compare(lb, 7, ", uint(") == 0) {  // a cooperative-matrix load / store (coop_operand)
+      s.replace(e.first, a.name.size() + 7, "htr_pool_" + a.type + ", uint(" + std::to_string(a.off) + "u) + uint(");
+      continue;
+    }
+    const size_t rb = match_bracket(s, lb);
     if (rb == std::string::npos) return r;
     const std::string index = s.substr(lb + 1, rb - lb - 1);
     s.replace(e.first, rb + 1 - e.first, "htr_pool_" + a.type + "[" + std::to_string(a.off) + " + (" + index + ")]");

@@ -22,8 +22,10 @@
  *     first one's start around the loop (the next trip's writes must not race the last reads).
  * The lowering writes every array fully before it reads it, each write between barriers
  * (htr_sdk_ir_glsl.cc), which is what makes a dead array's bytes free after the next barrier.
- * Arrays named anywhere without an index (e.g. cooperative-matrix loads of a whole array) keep
- * their own declarations. Pure function of the text; thread-safe.
+ * The array operand of a cooperative-matrix load or store, `coopMatLoadNV(f, name, uint(e), ...)`
+ * (or coopMatStoreNV), is a mention like the others and becomes `htr_pool_T, uint(off) + uint(e)`.
+ * Arrays named anywhere else without an index keep their own declarations. Pure function of the
+ * text; thread-safe.
  */
 #ifndef HTR_SDK_IR_GLSL_POOL_H_
 #define HTR_SDK_IR_GLSL_POOL_H_

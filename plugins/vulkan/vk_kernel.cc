@@ -316,6 +316,9 @@ htr_sdk::ir::GlslOptions glsl_options(const PhysInfo& d) {
     o.coopmat_n = d.coopmat_nv_n;
     o.coopmat_k = d.coopmat_nv_k;
     o.subgroup_size = d.subgroup_size;
+    // bf16 dots too where the module can be rewritten to bf16 KHR fragments of the same shape
+    // (GlslShader::coop_bf16; the device's bf16 KHR shape is 16x16x16).
+    o.coopmat_bf16 = d.coopmat_khr_bf16 && o.coopmat_m == 16 && o.coopmat_n == 16 && o.coopmat_k == 16;
   }
   // 16-byte global loads and the cooperative operands' register prefetch on GPUs (lavapipe
   // keeps its measured element loops). HTR_VK_LOWER (comma-separated, for comparisons and
@@ -438,7 +441,8 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
     return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: kernel %s uses f16/bf16 memory; the device lacks 16-bit storage", k.name.c_str());
   if (sh.needs_8bit && !(info.storage8 && info.int8))
     return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: kernel %s uses bool memory; the device lacks 8-bit storage", k.name.c_str());
-  return compile_glsl(device, k.name, sh, k.args, std::move(spec), t0, out_kernel, out_info);
+  return compile_glsl(device, k.name, sh, k.args, std::move(spec), t0, out_kernel, out_info,
+                      sh.coop_bf16 ? KhrRewrite::bf16 : KhrRewrite::none);
 }
 
 htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, const htr_sdk::ir::GlslShader& sh,

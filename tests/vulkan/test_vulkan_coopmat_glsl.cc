@@ -545,6 +545,20 @@ void flexible_shape_checks() {
 // barrier separates their lifetimes (around a loop too), a value read again in a later loop trip
 // stays live to the loop's end, whole-array mentions keep their own declaration; then the flash
 // attention kernels of gpt2's shape (bf16, D 64) at 32x32 fit NVIDIA's 49152 bytes only pooled.
+// What the vulkan plugin gives NVIDIA's driver (vk_kernel.cc glsl_options): 128 invocations,
+// 48 KB of workgroup memory, 16x16x16 cooperative shape, subgroups of 32; bf16 fragments or not.
+htr_sdk::ir::GlslOptions nvidia_options(bool bf16) {
+  htr_sdk::ir::GlslOptions o;
+  o.max_push_bytes = 256;
+  o.shared_bytes = 49152;
+  o.workgroup_size = 128;
+  o.unroll = o.unroll_k = o.vector_loads = o.prefetch = true;
+  o.coopmat_m = o.coopmat_n = o.coopmat_k = 16;
+  o.subgroup_size = 32;
+  o.coopmat_bf16 = bf16;
+  return o;
+}
+
 void pool_checks() {
   auto off = [](const htr_sdk::ir::PoolResult& r, const std::string& name) -> long {
     const size_t at = r.placement.find(name + " ");
@@ -626,13 +640,7 @@ void pool_checks() {
       check(false, std::string("attention ") + which + ": IR");
       continue;
     }
-    ir::GlslOptions o;  // what the vulkan plugin gives NVIDIA's driver
-    o.max_push_bytes = 256;
-    o.shared_bytes = 49152;
-    o.workgroup_size = 128;
-    o.unroll = o.unroll_k = o.vector_loads = o.prefetch = true;
-    o.coopmat_m = o.coopmat_n = o.coopmat_k = 16;
-    o.subgroup_size = 32;
+    const ir::GlslOptions o = nvidia_options(false);
     ir::GlslShader sh;
     const ir::Status st = ir::render_glsl(k, a, {}, o, &sh);
     const std::string err = st.ok() ? compile(sh.source, which) : st.message;
@@ -641,6 +649,71 @@ void pool_checks() {
           std::string("attention 32x32 bf16 D64 ") + which + ": workgroup mode in " + std::to_string(sh.shared_bytes) +
               " pooled bytes, compiles " + err);
   }
+}
+
+
+// Dots of computed 16-bit tiles on cooperative matrices (htr_sdk_ir_glsl_coopdot.h): the flash
+// attention kernels (forward, backward dQ, dK/dV, the one-pass dK/dV/dQ) at the tiles the attention
+// fusion tries, bf16 and f16 at D 64, rendered with the options NVIDIA's driver gets. Each must keep
+// workgroup mode, multiply on cooperative matrices, compile and validate, and (bf16) pass the
+// f16 -> bf16 KHR rewrite the plugin applies (GlslShader::coop_bf16); without coopmat_bf16 a bf16
+// kernel stays SIMT and needs no rewrite.
+void coop_dot_checks() {
+  namespace ir = htr_sdk::ir;
+  struct Tile {
+    uint32_t bm, bn, bd;
+  };
+  for (htr_dtype_t dt : {HTR_DTYPE_BF16, HTR_DTYPE_F16})
+    for (const Tile t : {Tile{16, 16, 64}, Tile{32, 32, 64}, Tile{16, 32, 64}, Tile{32, 16, 64}, Tile{64, 64, 64},
+                         Tile{16, 16, 16}})
+      for (const char* which : {"fwd", "dq", "dkdv", "dkdvq"}) {
+        const std::string w = which;
+        htr::kernels::AttentionConfig c;
+        c.bm = t.bm;
+        c.bn = t.bn;
+        c.bd = t.bd;
+        c.dtype = dt;
+        c.positive_scale = true;
+        c.offsets = true;
+        if (w == "dkdvq" && c.bn != c.bd) continue;  // the one-pass form needs bd == bn
+        std::vector<uint8_t> bytes;
+        if (w == "fwd") htr::kernels::BuildAttentionForward(c, &bytes);
+        else if (w == "dq") htr::kernels::BuildAttentionBackwardDq(c, &bytes);
+        else if (w == "dkdv") htr::kernels::BuildAttentionBackwardDkDv(c, &bytes);
+        else htr::kernels::BuildAttentionBackwardDkDvQ(c, &bytes);
+        const std::string name = std::string("coop dots: attention ") + which + " " + std::to_string(t.bm) + "x" +
+                                 std::to_string(t.bn) + " D" + std::to_string(t.bd) +
+                                 (dt == HTR_DTYPE_BF16 ? " bf16" : " f16");
+        ir::Kernel k;
+        ir::Analysis a;
+        if (!ir::read(bytes.data(), bytes.size(), &k).ok() || !ir::verify(k, &a).ok()) {
+          check(false, name + ": IR");
+          continue;
+        }
+        ir::GlslOptions o = nvidia_options(true);
+        ir::GlslShader sh;
+        const ir::Status st = ir::render_glsl(k, a, {}, o, &sh);
+        std::vector<uint32_t> words, out;
+        std::string err = st.ok() ? compile(sh.source, which, &words) : st.message;
+        if (err.empty() && sh.coop_bf16) err = htr_vk::spirv_nv_f16_to_khr(words, true, &out);
+        const bool wg = sh.workgroup_size == 128;
+        if (std::getenv("HTR_TEST_DUMP_GLSL") != nullptr) std::printf("%s\n", sh.source.c_str());
+        // 64x64 tiles do not fit 48 KB even pooled: one invocation a program, no cooperative dot.
+        const bool big = t.bm == 64 && t.bn == 64;
+        const bool want = !big;
+        check(err.empty() && wg == !big && has(sh.source, "coopMatMulAddNV") == want &&
+                  sh.coop_bf16 == (want && dt == HTR_DTYPE_BF16) && sh.shared_bytes <= 49152,
+              name + ": " + (want ? "cooperative dots" : big ? "one invocation" : "SIMT dots") + " in " +
+                  std::to_string(sh.shared_bytes) + " bytes of workgroup memory, compiles" +
+                  (sh.coop_bf16 ? ", bf16 KHR rewrite " : " ") + err);
+        if (dt == HTR_DTYPE_BF16 && t.bm == 32 && t.bn == 32 && t.bd == 64 && w == "fwd") {
+          o.coopmat_bf16 = false;  // a device without bf16 KHR fragments: SIMT, no rewrite
+          ir::GlslShader simt;
+          check(ir::render_glsl(k, a, {}, o, &simt).ok() && !simt.coop_bf16 && !has(simt.source, "coopMat") &&
+                    compile(simt.source, which).empty(),
+                name + " without coopmat_bf16: SIMT dots, no rewrite");
+        }
+      }
 }
 
 }  // namespace
@@ -726,6 +799,7 @@ int main() {
   producer_checks();
   flexible_shape_checks();
   pool_checks();
+  coop_dot_checks();
   bf16_rewrite_checks();
   wg_checks();
   expect(128, 256, 32, HTR_DTYPE_F16, 256, true, true);   // the H200 default (vk_ops.cc)

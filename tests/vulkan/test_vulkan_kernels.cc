@@ -120,6 +120,10 @@ void check(Env& env, const std::vector<uint8_t>& bytes, std::vector<A> args, std
   ir::Analysis an;
   REQUIRE(ir::verify(k, &an).ok());
   REQUIRE(k.args.size() == args.size());
+  for (size_t i = 0; i < args.size(); ++i) {  // buffers of the dtype each pointer argument names
+    INFO(k.name << " argument " << i << " (" << k.args[i].name << ")");
+    if (args[i].ptr) REQUIRE(args[i].dtype == k.args[i].dtype);
+  }
   // Interpreter on host copies.
   std::vector<ir::Specialization> sp(k.args.size());
   for (const auto& s : spec) {
@@ -664,6 +668,43 @@ TEST_CASE("vulkan: fused causal attention, forward and backward, match the inter
   check(env, ir, qa, {2, B * H, 1}, {}, {"shared=8000"});
   built(BuildAttentionBackwardDkDv(ac, &ir));
   check(env, ir, ka, {2, B * H, 1}, {}, {"shared=8000"});
+}
+
+// bf16 attention at D 16 and 32 (tiles of 16 and 32): on a device with bf16 cooperative matrices
+// (NVIDIA) its dots run on them (htr_sdk_ir_glsl_coopdot.h), elsewhere (lavapipe) SIMT; both must
+// match the interpreter.
+TEST_CASE("vulkan: bf16 fused attention matches the interpreter", "[vulkan-kernels]") {
+  Env env;
+  for (const int D : {16, 32}) {
+    const int B = 1, H = 2, T = 40, nel = B * H * T * D;
+    AttentionConfig ac;
+    ac.bm = ac.bn = ac.bd = static_cast<uint32_t>(D);
+    ac.dtype = HTR_DTYPE_BF16;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    auto strides = [&](std::vector<A>* a, int count) {
+      for (int i = 0; i < count; ++i)
+        for (int st : {H * T * D, T * D, D, 1}) a->push_back(I(st));
+    };
+    const int grid = (T + D - 1) / D;
+    std::vector<uint8_t> ir;
+    built(BuildAttentionForward(ac, &ir));
+    std::vector<A> fa = {bf16(rnd(nel, 180)), bf16(rnd(nel, 181)), bf16(rnd(nel, 182)), bf16(std::vector<float>(nel, 0)),
+                         f32(std::vector<float>(B * H * T, 0)), I(H), I(T), I(D), F(scale)};
+    strides(&fa, 4);
+    check(env, ir, fa, {static_cast<uint32_t>(grid), B * H, 1});
+    built(BuildAttentionBackwardDq(ac, &ir));
+    std::vector<A> qa = {bf16(rnd(nel, 180)), bf16(rnd(nel, 181)), bf16(rnd(nel, 182)), bf16(rnd(nel, 183)),
+                         bf16(rnd(nel, 184)), f32(rnd(B * H * T, 185, 1, 2)), f32(std::vector<float>(B * H * T, 0)),
+                         bf16(std::vector<float>(nel, 0)), I(H), I(T), I(D), F(scale)};
+    strides(&qa, 6);
+    check(env, ir, qa, {static_cast<uint32_t>(grid), B * H, 1});
+    built(BuildAttentionBackwardDkDv(ac, &ir));
+    std::vector<A> ka = {bf16(rnd(nel, 180)), bf16(rnd(nel, 181)), bf16(rnd(nel, 182)), bf16(rnd(nel, 184)),
+                         f32(rnd(B * H * T, 185, 1, 2)), f32(rnd(B * H * T, 186)), bf16(std::vector<float>(nel, 0)),
+                         bf16(std::vector<float>(nel, 0)), I(H), I(T), I(D), F(scale)};
+    strides(&ka, 6);
+    check(env, ir, ka, {static_cast<uint32_t>(grid), B * H, 1});
+  }
 }
 
 // sum_squares_multi over 3 tensors (block 64, 2 tiles a loop trip) under a workgroup budget of 1200
