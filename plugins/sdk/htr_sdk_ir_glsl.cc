@@ -5,6 +5,7 @@
 // invocation e mod W), arrays live in workgroup memory and barriers order
 // the loops that write them against the loops that read them.
 #include "htr_sdk_ir_glsl.h"
+#include "htr_sdk_ir_glsl_barriers.h"
 #include "htr_sdk_ir_glsl_coopdot.h"
 #include "htr_sdk_ir_glsl_helpers.h"
 #include "htr_sdk_ir_glsl_pool.h"
@@ -1428,10 +1429,15 @@ Status render_glsl(const Kernel& k, const Analysis& a, const std::vector<Special
     }
   }
   // Workgroup mode with options `wo`: true when it gave `out` (or an error in *st).
+  auto finish = [&](const GlslOptions& wo) {  // barriers that order nothing (htr_sdk_ir_glsl_barriers.h)
+    if (wo.elide_barriers) out->source = elide_barriers(out->source).source;
+    return true;
+  };
   auto workgroup_mode = [&](const GlslOptions& wo, Status* st) {
     GlslRenderer r(k, a, spec, wo, W, wo.shared_bytes);
     *st = r.run(out);
-    if (!st->ok() || !r.overflowed()) return true;
+    if (!st->ok()) return true;
+    if (!r.overflowed()) return finish(wo);
     // Arrays beyond workgroup memory: the same rendering with every array declared, then arrays
     // whose lifetimes do not overlap share bytes (htr_sdk_ir_glsl_pool.h); workgroup mode when that fits.
     GlslRenderer all(k, a, spec, wo, W, UINT64_MAX);
@@ -1442,7 +1448,7 @@ Status render_glsl(const Kernel& k, const Analysis& a, const std::vector<Special
     *out = full;
     out->source = p.source;
     out->shared_bytes = static_cast<uint32_t>(p.shared_bytes);
-    return true;
+    return finish(wo);
   };
   if (W > 1) {
     Status st;

@@ -146,6 +146,9 @@ struct GlslOptions {
   // compiler can merge into one 16-byte shared load) instead of columns strided by the
   // invocation grid.
   bool micro_vec4 = false;
+  // Workgroup mode: drop the barriers that order no access to workgroup memory
+  // (htr_sdk_ir_glsl_barriers.h), so independent tile loads are in flight together.
+  bool elide_barriers = true;
 };
 
 /* `k` verified (giving `a`); `spec` one entry per argument or empty.

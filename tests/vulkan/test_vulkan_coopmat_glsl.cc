@@ -19,6 +19,7 @@
 
 #include "htr_sdk_ir.h"
 #include "htr_sdk_ir_glsl.h"
+#include "htr_sdk_ir_glsl_barriers.h"
 #include "htr_sdk_ir_glsl_coopmm.h"
 #include "htr_sdk_ir_glsl_pool.h"
 #include "ops/kernels/colsum.h"
@@ -716,6 +717,52 @@ void coop_dot_checks() {
       }
 }
 
+
+// The barrier elision (htr_sdk_ir_glsl_barriers.h) on small shaders: what it drops and what it keeps.
+void barrier_checks() {
+  namespace ir = htr_sdk::ir;
+  const std::string head = "#version 460\nlayout(local_size_x = 8) in;\nshared float a[8];\nshared float b[8];\nshared float c[8];\nvoid main() {\n  int lid = int(gl_LocalInvocationIndex);\n";
+  auto count = [](const std::string& s) {
+    int n = 0;
+    for (size_t at = s.find("barrier();"); at != std::string::npos; at = s.find("barrier();", at + 1))
+      if (at == 0 || s[at - 1] == ' ' || s[at - 1] == '\n') ++n;
+    return n;
+  };
+  {  // independent writes: the barrier between them goes; the one before the read stays
+    const ir::BarrierResult r = ir::elide_barriers(
+        head + "  barrier();\n  a[lid] = 1.0;\n  barrier();\n  int x = 2;\n  barrier();\n  b[lid] = 2.0;\n  barrier();\n"
+               "  c[lid] = a[7 - lid] + b[7 - lid];\n}\n");
+    check(r.dropped == 2 && r.kept == 2 && count(r.source) == 2 && compile(r.source, "elide").empty(),
+          "barriers: between independent tile writes dropped, before their reader kept; compiles");
+  }
+  {  // write then read of one array (RAW), read then write (WAR): both kept
+    const ir::BarrierResult raw = ir::elide_barriers(
+        head + "  barrier();\n  a[lid] = 1.0;\n  barrier();\n  b[lid] = a[0];\n  barrier();\n  a[lid] = b[1];\n  barrier();\n}\n");
+    check(raw.dropped == 0, "barriers: read-after-write and write-after-read through one array kept");
+  }
+  {  // a side reaching a loop header or the loop's end: kept (the body repeats)
+    const ir::BarrierResult r = ir::elide_barriers(
+        head + "  for (int i = 0; i < 4; ++i) {\n    barrier();\n    a[lid] = float(i);\n    barrier();\n    b[lid] = 1.0;\n"
+               "    barrier();\n  }\n}\n");
+    check(r.dropped == 1 && r.kept == 2, "barriers: inside a loop only the one with barriers on both sides goes");
+  }
+  {  // device-memory ordering stays; a pooled array is one array
+    const ir::BarrierResult r = ir::elide_barriers(
+        "#version 460\nshared float htr_pool_float[16];\nvoid main() {\n  int lid = 0;\n  barrier();\n"
+        "  htr_pool_float[0 + (lid)] = 1.0;\n  barrier();\n  htr_pool_float[8 + (lid)] = 2.0;\n  memoryBarrierBuffer();\n"
+        "  barrier();\n  float y = 1.0;\n  barrier();\n}\n");
+    check(r.dropped == 0, "barriers: pooled arrays ordered as one array, memoryBarrierBuffer's barrier kept");
+  }
+  {  // cooperative-matrix stores write their array operand
+    const ir::BarrierResult r = ir::elide_barriers(
+        head + "  barrier();\n  a[lid] = 1.0;\n  barrier();\n  coopMatStoreNV(f, b, uint(0), uint(8), false);\n  barrier();\n"
+               "  c[lid] = 1.0;\n  barrier();\n  float z = b[0];\n  barrier();\n}\n");
+    check(r.dropped == 2 && r.source.find("coopMatStoreNV(f, b, uint(0), uint(8), false);\n  barrier();\n  c[lid]") ==
+                                std::string::npos,
+          "barriers: a cooperative store is a write of its array");
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -799,6 +846,7 @@ int main() {
   producer_checks();
   flexible_shape_checks();
   pool_checks();
+  barrier_checks();
   coop_dot_checks();
   bf16_rewrite_checks();
   wg_checks();
