@@ -605,6 +605,15 @@ void pool_checks() {
     check(off(r, "w") == -1 && r.source.find("shared uvec4 w[8];") != std::string::npos,
           "pool: whole-array mentions keep their declaration");
   }
+  {  // ... except as the array operand of a cooperative-matrix load / store: pooled, offset added
+    const std::string h2 = "#version 460\nshared uvec4 w[8];\nshared uvec4 v[8];\nshared float a[64];\nvoid main() {\n  int lid = 0;\n";
+    const htr_sdk::ir::PoolResult r = htr_sdk::ir::pool_shared_arrays(
+        h2 + "  w[lid] = uvec4(0);\n  barrier();\n  coopMatLoadNV(fa, w, uint(lid * 2), uint(2), false);\n  barrier();\n"
+             "  v[lid] = uvec4(1);\n  barrier();\n  coopMatLoadNV(fb, v, uint(0), uint(2), false);\n  a[lid] = 1.0;\n}\n");
+    check(off(r, "w") == 0 && off(r, "v") == 0 &&
+              r.source.find("coopMatLoadNV(fa, htr_pool_uvec4, uint(0u) + uint(lid * 2), uint(2), false);") != std::string::npos,
+          "pool: cooperative-matrix operands are mentions; the load reads the pool at the array's place");
+  }
   namespace ir = htr_sdk::ir;
   {  // sum_squares_multi, 3 tensors, as lavapipe gets it (8 invocations) under 1200 bytes (vulkan-kernels runs it)
     std::vector<uint8_t> bytes;
@@ -708,6 +717,15 @@ void coop_dot_checks() {
                   std::to_string(sh.shared_bytes) + " bytes of workgroup memory, compiles" +
                   (sh.coop_bf16 ? ", bf16 KHR rewrite " : " ") + err);
         if (dt == HTR_DTYPE_BF16 && t.bm == 32 && t.bn == 32 && t.bd == 64 && w == "fwd") {
+          // Under 40,000 bytes the cooperative form (its packed operands) does not fit and the SIMT
+          // dots do (pooled): workgroup mode with SIMT dots, not one invocation a program.
+          ir::GlslOptions small = o;
+          small.shared_bytes = 40000;
+          ir::GlslShader fit;
+          const bool fit_ok = ir::render_glsl(k, a, {}, small, &fit).ok();
+          check(fit_ok && fit.workgroup_size == 128 && !fit.coop_bf16 &&
+                    !has(fit.source, "coopMat") && fit.shared_bytes <= 40000 && compile(fit.source, which).empty(),
+                name + " under 40,000 bytes: SIMT dots in workgroup mode (" + std::to_string(fit.shared_bytes) + " bytes)");
           o.coopmat_bf16 = false;  // a device without bf16 KHR fragments: SIMT, no rewrite
           ir::GlslShader simt;
           check(ir::render_glsl(k, a, {}, o, &simt).ok() && !simt.coop_bf16 && !has(simt.source, "coopMat") &&
