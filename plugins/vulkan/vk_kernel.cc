@@ -400,6 +400,95 @@ KernelState::~KernelState() {
   s->cache = VK_NULL_HANDLE;
 }
 
+namespace {
+
+// The SPIR-V of a rendered shader: the disk cache's, or shaderc's (then the KHR rewrite, or
+// SPIRV-Tools validation) written to the cache. No status is made here: `code` / `why` say what
+// failed (compile_glsl turns them into one; compile_ir retries a refused rewrite without it).
+struct SpirvBuild {
+  std::vector<char> spv;
+  bool hit = false;
+  std::string key, path;
+  htr_status_code_t code = HTR_STATUS_OK;
+  std::string why;
+  bool ok() const { return code == HTR_STATUS_OK; }
+};
+
+SpirvBuild build_spirv(htr_plugin_device_t* device, const std::string& name, const htr_sdk::ir::GlslShader& sh,
+                       KhrRewrite khr) {
+  SpirvBuild b;
+  const bool rewrite = khr != KhrRewrite::none;
+  const htr_sdk::Host& host = device->host();
+  Shaderc& sc = shaderc();
+  auto fail = [&b](htr_status_code_t code, std::string why) {
+    b.code = code;
+    b.why = std::move(why);
+    return b;
+  };
+  if (!sc.ok) return fail(HTR_STATUS_FAILED_PRECONDITION, "vulkan: " + sc.why);
+  b.key = hex_key(sh.source + "|shaderc|vulkan1.2|O|" + (khr == KhrRewrite::bf16 ? "bf16-khr-rewrite" : khr == KhrRewrite::f16 ? "f16-khr-rewrite" : "validated"));
+  dump_shader(name + "-" + b.key + ".comp", sh.source.data(), sh.source.size());
+  const std::string dir = device->ctx->cache_dir;
+  b.path = dir.empty() ? "" : dir + "/" + b.key + ".spv";
+  std::vector<char>& spv = b.spv;
+  b.hit = !b.path.empty() && read_file(b.path, &spv) && !spv.empty() && spv.size() % 4 == 0;
+  if (b.hit) return b;
+  shaderc_compile_options_t opt = sc.f.options_initialize();
+  sc.f.set_target_env(opt, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
+  sc.f.set_target_spirv(opt, shaderc_spirv_version_1_5);
+  sc.f.set_optimization_level(opt, shaderc_optimization_level_performance);
+  shaderc_compilation_result_t res = sc.f.compile_into_spv(sc.compiler, sh.source.data(), sh.source.size(),
+                                                            shaderc_compute_shader, name.c_str(), "main", opt);
+  sc.f.options_release(opt);
+  if (res == nullptr) return fail(HTR_STATUS_OUT_OF_MEMORY, "vulkan: shaderc returned no result");
+  if (sc.f.result_get_compilation_status(res) != shaderc_compilation_status_success) {
+    std::string log = sc.f.result_get_error_message(res);
+    sc.f.result_release(res);
+    if (log.size() > 8192) log.resize(8192);
+    host.log(HTR_LOG_DEBUG, "GLSL of %s:\n%s", name.c_str(), sh.source.c_str());
+    return fail(HTR_STATUS_INTERNAL, "vulkan: shaderc failed on kernel " + name + ": " + log);
+  }
+  const char* bytes = sc.f.result_get_bytes(res);
+  spv.assign(bytes, bytes + sc.f.result_get_length(res));
+  sc.f.result_release(res);
+  if (rewrite) {  // f16 NV module -> f16 / bf16 KHR module, not validated (see vk_spirv_bf16.h)
+    std::vector<uint32_t> w(spv.size() / 4), o;
+    std::memcpy(w.data(), spv.data(), w.size() * 4);
+    const std::string why = spirv_nv_f16_to_khr(w, khr == KhrRewrite::bf16, &o);
+    if (!why.empty()) return fail(HTR_STATUS_UNIMPLEMENTED, "vulkan: kernel " + name + ": KHR rewrite: " + why);
+    spv.resize(o.size() * 4);
+    std::memcpy(spv.data(), o.data(), spv.size());
+  }
+  // Validate with SPIRV-Tools for the same environment.
+  spv_context vctx = sc.f.ctx_create(SPV_ENV_VULKAN_1_2);
+  spv_validator_options vo = sc.f.vopt_create();
+  spv_const_binary_t bin{reinterpret_cast<const uint32_t*>(spv.data()), spv.size() / 4};
+  spv_diagnostic diag = nullptr;
+  const spv_result_t vr = rewrite ? SPV_SUCCESS : sc.f.validate(vctx, vo, &bin, &diag);
+  std::string msg = (diag != nullptr && diag->error != nullptr) ? diag->error : "";
+  if (diag != nullptr) sc.f.diag_destroy(diag);
+  sc.f.vopt_destroy(vo);
+  sc.f.ctx_destroy(vctx);
+  if (vr != SPV_SUCCESS)
+    return fail(HTR_STATUS_INTERNAL, "vulkan: SPIR-V of kernel " + name + " failed validation: " + msg);
+  if (!b.path.empty()) {
+    mkdirs(dir);
+    write_file_atomic(b.path, spv.data(), spv.size());
+  }
+  return b;
+}
+
+htr_status_t kernel_from(htr_plugin_device_t* device, const std::string& name, const SpirvBuild& b,
+                         const htr_sdk::ir::GlslShader& sh, const std::vector<htr_sdk::ir::Arg>& args,
+                         std::vector<htr_sdk::ir::Specialization> spec, std::chrono::steady_clock::time_point t0,
+                         htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info) {
+  if (!b.ok()) return device->host().error(b.code, "%s", b.why.c_str());
+  return make_kernel(device, name, b.spv, sh.push_constant_bytes, sh.args_in_buffer, args, std::move(spec), t0, b.hit,
+                     b.path.empty() ? "" : b.key, out_kernel, out_info);
+}
+
+}  // namespace
+
 htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_size,
                         const htr_kernel_scalar_t* specs, uint32_t num_spec,
                         htr_plugin_kernel_t** out_kernel, htr_kernel_compile_info_t* out_info,
@@ -442,72 +531,26 @@ htr_status_t compile_ir(htr_plugin_device_t* device, const void* ir, size_t ir_s
     return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: kernel %s uses f16/bf16 memory; the device lacks 16-bit storage", k.name.c_str());
   if (sh.needs_8bit && !(info.storage8 && info.int8))
     return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: kernel %s uses bool memory; the device lacks 8-bit storage", k.name.c_str());
-  return compile_glsl(device, k.name, sh, k.args, std::move(spec), t0, out_kernel, out_info,
-                      sh.coop_bf16 ? KhrRewrite::bf16 : KhrRewrite::none);
+  if (!sh.coop_bf16) return compile_glsl(device, k.name, sh, k.args, std::move(spec), t0, out_kernel, out_info);
+  // bf16 fragments: the module must pass the f16 -> bf16 KHR rewrite; one it refuses is rendered
+  // again with SIMT dots (a warning, not a failure).
+  SpirvBuild b = build_spirv(device, k.name, sh, KhrRewrite::bf16);
+  if (b.code != HTR_STATUS_UNIMPLEMENTED)
+    return kernel_from(device, k.name, b, sh, k.args, std::move(spec), t0, out_kernel, out_info);
+  host.log(HTR_LOG_WARN, "%s; its dots run SIMT instead", b.why.c_str());
+  ir_ns::GlslOptions simt = options != nullptr ? *options : glsl_options(info);
+  simt.coopmat_bf16 = false;
+  st = ir_ns::render_glsl(k, an, spec, simt, &sh);
+  if (!st.ok()) return host.error(st.code, "vulkan: %s", st.message.c_str());
+  return compile_glsl(device, k.name, sh, k.args, std::move(spec), t0, out_kernel, out_info);
 }
 
 htr_status_t compile_glsl(htr_plugin_device_t* device, const std::string& name, const htr_sdk::ir::GlslShader& sh,
                           const std::vector<htr_sdk::ir::Arg>& args, std::vector<htr_sdk::ir::Specialization> spec,
                           std::chrono::steady_clock::time_point t0, htr_plugin_kernel_t** out_kernel,
                           htr_kernel_compile_info_t* out_info, KhrRewrite khr) {
-  const bool rewrite = khr != KhrRewrite::none;
-  const htr_sdk::Host& host = device->host();
-  Shaderc& sc = shaderc();
-  if (!sc.ok) return host.error(HTR_STATUS_FAILED_PRECONDITION, "vulkan: %s", sc.why.c_str());
-
-  const std::string key = hex_key(sh.source + "|shaderc|vulkan1.2|O|" + (khr == KhrRewrite::bf16 ? "bf16-khr-rewrite" : khr == KhrRewrite::f16 ? "f16-khr-rewrite" : "validated"));
-  dump_shader(name + "-" + key + ".comp", sh.source.data(), sh.source.size());
-  const std::string dir = device->ctx->cache_dir;
-  const std::string path = dir.empty() ? "" : dir + "/" + key + ".spv";
-  std::vector<char> spv;
-  bool hit = !path.empty() && read_file(path, &spv) && !spv.empty() && spv.size() % 4 == 0;
-  if (!hit) {
-    shaderc_compile_options_t opt = sc.f.options_initialize();
-    sc.f.set_target_env(opt, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_2);
-    sc.f.set_target_spirv(opt, shaderc_spirv_version_1_5);
-    sc.f.set_optimization_level(opt, shaderc_optimization_level_performance);
-    shaderc_compilation_result_t res = sc.f.compile_into_spv(sc.compiler, sh.source.data(), sh.source.size(),
-                                                              shaderc_compute_shader, name.c_str(), "main", opt);
-    sc.f.options_release(opt);
-    if (res == nullptr) return host.error(HTR_STATUS_OUT_OF_MEMORY, "vulkan: shaderc returned no result");
-    if (sc.f.result_get_compilation_status(res) != shaderc_compilation_status_success) {
-      std::string log = sc.f.result_get_error_message(res);
-      sc.f.result_release(res);
-      if (log.size() > 8192) log.resize(8192);
-      host.log(HTR_LOG_DEBUG, "GLSL of %s:\n%s", name.c_str(), sh.source.c_str());
-      return host.error(HTR_STATUS_INTERNAL, "vulkan: shaderc failed on kernel %s: %s", name.c_str(), log.c_str());
-    }
-    const char* bytes = sc.f.result_get_bytes(res);
-    spv.assign(bytes, bytes + sc.f.result_get_length(res));
-    sc.f.result_release(res);
-    if (rewrite) {  // f16 NV module -> f16 / bf16 KHR module, not validated (see vk_spirv_bf16.h)
-      std::vector<uint32_t> w(spv.size() / 4), o;
-      std::memcpy(w.data(), spv.data(), w.size() * 4);
-      const std::string why = spirv_nv_f16_to_khr(w, khr == KhrRewrite::bf16, &o);
-      if (!why.empty())
-        return host.error(HTR_STATUS_UNIMPLEMENTED, "vulkan: kernel %s: KHR rewrite: %s", name.c_str(), why.c_str());
-      spv.resize(o.size() * 4);
-      std::memcpy(spv.data(), o.data(), spv.size());
-    }
-    // Validate with SPIRV-Tools for the same environment.
-    spv_context vctx = sc.f.ctx_create(SPV_ENV_VULKAN_1_2);
-    spv_validator_options vo = sc.f.vopt_create();
-    spv_const_binary_t bin{reinterpret_cast<const uint32_t*>(spv.data()), spv.size() / 4};
-    spv_diagnostic diag = nullptr;
-    const spv_result_t vr = rewrite ? SPV_SUCCESS : sc.f.validate(vctx, vo, &bin, &diag);
-    std::string msg = (diag != nullptr && diag->error != nullptr) ? diag->error : "";
-    if (diag != nullptr) sc.f.diag_destroy(diag);
-    sc.f.vopt_destroy(vo);
-    sc.f.ctx_destroy(vctx);
-    if (vr != SPV_SUCCESS)
-      return host.error(HTR_STATUS_INTERNAL, "vulkan: SPIR-V of kernel %s failed validation: %s", name.c_str(), msg.c_str());
-    if (!path.empty()) {
-      mkdirs(dir);
-      write_file_atomic(path, spv.data(), spv.size());
-    }
-  }
-  return make_kernel(device, name, spv, sh.push_constant_bytes, sh.args_in_buffer, args, std::move(spec), t0, hit,
-                     path.empty() ? "" : key, out_kernel, out_info);
+  return kernel_from(device, name, build_spirv(device, name, sh, khr), sh, args, std::move(spec), t0, out_kernel,
+                     out_info);
 }
 
 htr_status_t compile_spirv(htr_plugin_device_t* device, const std::string& name, const std::vector<uint32_t>& words,

@@ -24,6 +24,7 @@
 #include "htr_sdk_ir_glsl_pool.h"
 #include "ops/kernels/colsum.h"
 #include "ops/kernels/kernels.h"
+#include "ops/kernels/train_kernels.h"
 #include "plugins/vulkan/vk_spirv_bf16.h"
 
 namespace {
@@ -736,6 +737,38 @@ void coop_dot_checks() {
 }
 
 
+// bf16 matmuls of the DSL (plain and batched) with bf16 fragments: the register accumulator packs
+// its loaded operands (loaded packed, no f32 copy) and multiplies on fragments; the module passes
+// the f16 -> bf16 KHR rewrite. (gpt2's generated bf16 matmuls on vulkan:0 take this path.)
+void bf16_matmul_coop_checks() {
+  namespace ir = htr_sdk::ir;
+  for (int batched = 0; batched < 2; ++batched)
+    for (uint32_t t : {64u, 128u}) {
+      htr::kernels::MatmulConfig mc;
+      mc.bm = mc.bn = t;
+      mc.bk = 32;
+      mc.dtype = HTR_DTYPE_BF16;
+      std::vector<uint8_t> bytes;
+      const bool built = batched ? htr::kernels::BuildMatmulBatched(mc, &bytes).ok() : htr::kernels::BuildMatmul(mc, &bytes).ok();
+      ir::Kernel k;
+      ir::Analysis a;
+      const std::string name = std::string("bf16 ") + (batched ? "batched " : "") + "matmul " + std::to_string(t) + "x" +
+                               std::to_string(t) + "x32 on bf16 fragments";
+      if (!built || !ir::read(bytes.data(), bytes.size(), &k).ok() || !ir::verify(k, &a).ok()) {
+        check(false, name + ": IR");
+        continue;
+      }
+      ir::GlslShader sh;
+      const ir::Status st = ir::render_glsl(k, a, {}, nvidia_options(true), &sh);
+      std::vector<uint32_t> words, out;
+      std::string err = st.ok() ? compile(sh.source, "mm", &words) : st.message;
+      if (err.empty()) err = htr_vk::spirv_nv_f16_to_khr(words, true, &out);
+      check(err.empty() && sh.workgroup_size == 128 && sh.coop_bf16 && has(sh.source, "coopMatMulAddNV") &&
+                !has(sh.source, "float16_t("),
+            name + ": workgroup mode, compiles, bf16 KHR rewrite " + err);
+    }
+}
+
 // The barrier elision (htr_sdk_ir_glsl_barriers.h) on small shaders: what it drops and what it keeps.
 void barrier_checks() {
   namespace ir = htr_sdk::ir;
@@ -865,6 +898,7 @@ int main() {
   flexible_shape_checks();
   pool_checks();
   barrier_checks();
+  bf16_matmul_coop_checks();
   coop_dot_checks();
   bf16_rewrite_checks();
   wg_checks();

@@ -670,6 +670,24 @@ TEST_CASE("vulkan: fused causal attention, forward and backward, match the inter
   check(env, ir, ka, {2, B * H, 1}, {}, {"shared=8000"});
 }
 
+// A bf16 batched matmul on 64x64x32 tiles (3 batches of [70 x 40] @ [40 x 90], B broadcast, K and
+// the edges masked): on NVIDIA its register accumulator multiplies on bf16 fragments
+// (htr_sdk_ir_glsl_coopdot.h), on lavapipe SIMT; both must match the interpreter.
+TEST_CASE("vulkan: bf16 batched matmul matches the interpreter", "[vulkan-kernels]") {
+  Env env;
+  MatmulConfig mc;
+  mc.bm = mc.bn = 64;
+  mc.bk = 32;
+  mc.dtype = HTR_DTYPE_BF16;
+  std::vector<uint8_t> ir;
+  built(BuildMatmulBatched(mc, &ir));
+  const int M = 70, N = 90, K = 40;
+  check(env, ir,
+        {bf16(rnd(3 * M * K, 190)), bf16(rnd(K * N, 191)), bf16(std::vector<float>(3 * M * N, 0)), I(M), I(N), I(K), I(K),
+         I(1), I(N), I(1), I(N), I(1), I(M * K), I(0), I(M * N)},
+        {2, 2, 3});
+}
+
 // bf16 attention at D 16 and 32 (tiles of 16 and 32): on a device with bf16 cooperative matrices
 // (NVIDIA) its dots run on them (htr_sdk_ir_glsl_coopdot.h), elsewhere (lavapipe) SIMT; both must
 // match the interpreter.
