@@ -9,6 +9,7 @@
 #include "htr_sdk_ir_glsl_coopdot.h"
 #include "htr_sdk_ir_glsl_helpers.h"
 #include "htr_sdk_ir_glsl_pool.h"
+#include "htr_sdk_ir_glsl_private.h"
 #include "htr_sdk_ir_glsl_groups.h"
 
 #include <algorithm>
@@ -1429,7 +1430,14 @@ Status render_glsl(const Kernel& k, const Analysis& a, const std::vector<Special
     }
   }
   // Workgroup mode with options `wo`: true when it gave `out` (or an error in *st).
-  auto finish = [&](const GlslOptions& wo) {  // barriers that order nothing (htr_sdk_ir_glsl_barriers.h)
+  // Arrays only their owners touch into registers (htr_sdk_ir_glsl_private.h), then the barriers
+  // that order nothing (htr_sdk_ir_glsl_barriers.h).
+  auto finish = [&](const GlslOptions& wo) {
+    if (wo.private_tiles) {
+      const PrivateResult p = privatize_arrays(out->source);
+      out->source = p.source;
+      out->shared_bytes -= static_cast<uint32_t>(std::min<uint64_t>(p.freed_bytes, out->shared_bytes));
+    }
     if (wo.elide_barriers) out->source = elide_barriers(out->source).source;
     return true;
   };

@@ -1,5 +1,6 @@
 // htr_sdk_ir_glsl_barriers.cc — see htr_sdk_ir_glsl_barriers.h.
 #include "htr_sdk_ir_glsl_barriers.h"
+#include "htr_sdk_ir_glsl_text.h"
 
 #include <cctype>
 #include <set>
@@ -9,7 +10,7 @@ namespace htr_sdk::ir {
 
 namespace {
 
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+bool ident_char(char c) { return glsl_ident_char(c); }
 
 std::string trim(const std::string& s) {
   size_t a = 0, b = s.size();
@@ -93,10 +94,9 @@ BarrierResult elide_barriers(const std::string& source) {
       main_at = k;
       break;
     }
-    if (l.compare(0, 7, "shared ") == 0) {
-      const size_t sp = l.find(' ', 7), lb = l.find('[');
-      if (sp != std::string::npos && lb != std::string::npos && sp < lb) shared.insert(l.substr(sp + 1, lb - sp - 1));
-    }
+    std::string type, name;
+    uint64_t n = 0;
+    if (glsl_shared_decl(l, &type, &name, &n)) shared.insert(name);
   }
   auto is_barrier = [&](size_t k) { return trim(lines[k]) == "barrier();"; };
   // Any other barrier-like line (controlBarrier, memoryBarrier..., subgroup barriers): a stop.
@@ -114,6 +114,11 @@ BarrierResult elide_barriers(const std::string& source) {
     size_t prev = i;  // the nearest non-empty line before: not memoryBarrierBuffer()
     while (prev > main_at + 1 && trim(lines[prev - 1]).empty()) --prev;
     if (prev > main_at + 1 && trim(lines[prev - 1]) == "memoryBarrierBuffer();") ok = false;
+    if (ok && shared.empty()) {  // no workgroup memory at all: nothing for the barrier to order
+      lines.erase(lines.begin() + static_cast<std::ptrdiff_t>(i));
+      ++r.dropped;
+      continue;
+    }
     size_t lo = i;  // the side before: (lo, i)
     while (ok) {
       if (lo == main_at + 1) {

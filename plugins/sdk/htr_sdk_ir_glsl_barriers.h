@@ -16,7 +16,8 @@
  *     mentioned before it is written after it (writes: `name[...] =` / `op=`, or the array operand
  *     of coopMatStoreNV); a pooled array (htr_pool_T) counts as one array, so arrays sharing bytes
  *     stay ordered.
- * Barriers right after memoryBarrierBuffer() (device-memory ordering) are kept. The sides grow as
+ * A shader that declares no workgroup memory at all loses every such barrier. Barriers right
+ * after memoryBarrierBuffer() (device-memory ordering) are kept. The sides grow as
  * barriers are dropped, left to right. The result has the same meaning under the Vulkan memory
  * model: a dropped barrier ordered no pair of accesses to one array by different invocations.
  * Pure function of the text; thread-safe.

@@ -1,5 +1,6 @@
 // htr_sdk_ir_glsl_pool.cc — see htr_sdk_ir_glsl_pool.h.
 #include "htr_sdk_ir_glsl_pool.h"
+#include "htr_sdk_ir_glsl_text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -11,15 +12,9 @@ namespace htr_sdk::ir {
 
 namespace {
 
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+bool ident_char(char c) { return glsl_ident_char(c); }
 
-uint64_t type_bytes(const std::string& t) {
-  if (t == "uvec4") return 16;
-  if (t == "int64_t" || t == "uint64_t") return 8;
-  if (t == "float16_t" || t == "int16_t" || t == "uint16_t") return 2;
-  if (t == "int8_t" || t == "uint8_t") return 1;
-  return 4;
-}
+uint64_t type_bytes(const std::string& t) { return glsl_type_bytes(t); }
 
 struct Array {
   std::string type, name;
@@ -103,17 +98,11 @@ PoolResult pool_shared_arrays(const std::string& source) {
   for (size_t at = 0; at < main_at;) {
     const size_t eol = std::min(source.find('\n', at), main_at);
     const std::string line = source.substr(at, eol - at);
-    if (line.compare(0, 7, "shared ") == 0) {
-      const size_t sp = line.find(' ', 7), lb = line.find('['), rb = line.find("];");
-      if (sp != std::string::npos && lb != std::string::npos && rb != std::string::npos && sp < lb && lb < rb) {
-        Array a;
-        a.type = line.substr(7, sp - 7);
-        a.name = line.substr(sp + 1, lb - sp - 1);
-        a.n = std::strtoull(line.c_str() + lb + 1, nullptr, 10);
-        a.decl_begin = at;
-        a.decl_end = eol + 1;
-        if (a.n > 0 && a.type.find(' ') == std::string::npos) arrays.push_back(a);
-      }
+    Array a;
+    if (glsl_shared_decl(line, &a.type, &a.name, &a.n)) {
+      a.decl_begin = at;
+      a.decl_end = eol + 1;
+      arrays.push_back(a);
     }
     at = eol + 1;
   }

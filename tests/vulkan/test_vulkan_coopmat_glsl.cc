@@ -22,6 +22,7 @@
 #include "htr_sdk_ir_glsl_barriers.h"
 #include "htr_sdk_ir_glsl_coopmm.h"
 #include "htr_sdk_ir_glsl_pool.h"
+#include "htr_sdk_ir_glsl_private.h"
 #include "ops/kernels/colsum.h"
 #include "ops/kernels/kernels.h"
 #include "ops/kernels/train_kernels.h"
@@ -769,6 +770,50 @@ void bf16_matmul_coop_checks() {
     }
 }
 
+// Tile arrays only their owners touch, moved into registers (htr_sdk_ir_glsl_private.h).
+void private_checks() {
+  namespace ir = htr_sdk::ir;
+  const std::string head = "#version 460\n#extension GL_EXT_control_flow_attributes : require\nlayout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;\n"
+                           "shared float a[8];\nshared float b[8];\nshared float c[16];\nshared float d[4];\n"
+                           "void main() {\n  int lid = int(gl_LocalInvocationIndex);\n";
+  const std::string body =
+      "  [[dont_unroll]] for (int e0 = lid; e0 < 8; e0 += 8) { a[e0] = 1.0; }\n  barrier();\n"
+      "  [[dont_unroll]] for (int e1 = lid; e1 < 8; e1 += 8) { b[e1] = a[e1] * 2.0; }\n  barrier();\n"
+      "  [[dont_unroll]] for (int e2 = lid; e2 < 16; e2 += 8) { c[e2] = 3.0; }\n  barrier();\n"
+      "  [[dont_unroll]] for (int e3 = lid; e3 < 4; e3 += 8) { d[e3] = b[e3] + c[e3 + 4]; }\n  barrier();\n"
+      "  float x = d[0];\n}\n";
+  const ir::PrivateResult r = ir::privatize_arrays(head + body);
+  const std::string err = compile(r.source, "private");
+  check(r.moved == 2 && r.freed_bytes == 64 && r.source.find("  float a;\n") != std::string::npos &&
+            r.source.find("{ b = a * 2.0; }") != std::string::npos && r.source.find("shared float c[16];") != std::string::npos &&
+            r.source.find("shared float d[4];") != std::string::npos && r.source.find("shared float a[") == std::string::npos &&
+            err.empty(),
+        "private tiles: arrays touched only at their loops' own element move to registers (a, b); one wider than "
+        "the workgroup (c), or read elsewhere (d), stay; compiles " + err);
+  const ir::PrivateResult n = ir::privatize_arrays(
+      head + "  [[dont_unroll]] for (int e0 = lid; e0 < 8; e0 += 4) { a[e0] = 1.0; }\n  float y = b[lid];\n}\n");
+  check(n.moved == 0, "private tiles: a loop of another step, or an access outside a loop: not moved");
+  // No workgroup memory left: every plain barrier goes.
+  const ir::BarrierResult e = ir::elide_barriers(
+      "#version 460\nvoid main() {\n  int lid = 0;\n  barrier();\n  for (int i = 0; i < 2; ++i) {\n    barrier();\n  }\n"
+      "  memoryBarrierBuffer();\n  barrier();\n}\n");
+  check(e.dropped == 2 && e.kept == 1, "barriers: without workgroup memory only memoryBarrierBuffer's barrier stays");
+  // The column sum (colsum_slices, bf16, 128 lanes) as NVIDIA's driver gets it: no workgroup memory,
+  // no barrier but the one after its device-memory store.
+  std::vector<uint8_t> bytes;
+  ir::Kernel k;
+  ir::Analysis a;
+  const bool ok = htr::kernels::BuildColSumSlices(HTR_DTYPE_BF16, HTR_DTYPE_F32, 128, 64, &bytes).ok() &&
+                  ir::read(bytes.data(), bytes.size(), &k).ok() && ir::verify(k, &a).ok();
+  ir::GlslShader sh;
+  const bool rendered = ok && ir::render_glsl(k, a, {}, nvidia_options(true), &sh).ok();
+  size_t barriers = 0;
+  for (size_t at = sh.source.find("barrier();"); at != std::string::npos; at = sh.source.find("barrier();", at + 1)) ++barriers;
+  check(rendered && sh.shared_bytes == 0 && sh.source.find("shared ") == std::string::npos && barriers == 1 &&
+            compile(sh.source, "colsum").empty(),
+        "colsum_slices bf16 at 128 invocations: registers only, one barrier (" + std::to_string(barriers) + ")");
+}
+
 // The barrier elision (htr_sdk_ir_glsl_barriers.h) on small shaders: what it drops and what it keeps.
 void barrier_checks() {
   namespace ir = htr_sdk::ir;
@@ -898,6 +943,7 @@ int main() {
   flexible_shape_checks();
   pool_checks();
   barrier_checks();
+  private_checks();
   bf16_matmul_coop_checks();
   coop_dot_checks();
   bf16_rewrite_checks();
