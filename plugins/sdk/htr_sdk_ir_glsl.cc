@@ -1433,8 +1433,8 @@ Status render_glsl(const Kernel& k, const Analysis& a, const std::vector<Special
   // Arrays only their owners touch into registers (htr_sdk_ir_glsl_private.h), then the barriers
   // that order nothing (htr_sdk_ir_glsl_barriers.h).
   auto finish = [&](const GlslOptions& wo) {
-    if (wo.private_tiles) {
-      const PrivateResult p = privatize_arrays(out->source);
+    if (wo.private_tiles > 0) {
+      const PrivateResult p = privatize_arrays(out->source, wo.private_tiles);
       out->source = p.source;
       out->shared_bytes -= static_cast<uint32_t>(std::min<uint64_t>(p.freed_bytes, out->shared_bytes));
     }

@@ -149,9 +149,9 @@ struct GlslOptions {
   // Workgroup mode: drop the barriers that order no access to workgroup memory
   // (htr_sdk_ir_glsl_barriers.h), so independent tile loads are in flight together.
   bool elide_barriers = true;
-  // Workgroup mode: tile arrays of at most one element an invocation that only their owning
-  // invocations touch live in registers instead (htr_sdk_ir_glsl_private.h).
-  bool private_tiles = true;
+  // Workgroup mode: tile arrays of at most this many elements an invocation that only their
+  // owning invocations touch live in registers instead (htr_sdk_ir_glsl_private.h); 0: none.
+  uint32_t private_tiles = 8;
 };
 
 /* `k` verified (giving `a`); `spec` one entry per argument or empty.

@@ -9,12 +9,17 @@
  * `each` loops share element e out to invocation e mod W. Such an array needs neither workgroup
  * memory nor the barriers around it.
  *
- * privatize_arrays turns `shared T name[S];` with S <= W (one element an invocation) into a local
- * `T name;` of main() when every mention of `name` in main() is `name[X]` inside a loop
- * `for (int X = lid; X < N; X += W)` on the mention's line (X that loop's variable): invocation lid
- * then only ever touches element lid, the one it now holds in `name`. Each such access becomes
- * `name`. The workgroup size W is the shader's local_size_x. Nothing else changes; the barrier
- * elision (htr_sdk_ir_glsl_barriers.h), run after, no longer sees these arrays.
+ * privatize_arrays turns `shared T name[S];` with S <= P W (P = per_invocation, 8 by default) into
+ * a local of main() when every
+ * mention of `name` in main() is `name[X]` inside a loop `for (int X = lid; X < N; X += W)` on the
+ * mention's line (X that loop's variable): invocation lid then only ever touches elements
+ * lid + t W, which it now holds itself. With S <= W (one element) the local is `T name;` and each
+ * access `name`; with more, `T name[ceil(S / W)];`, each access `name[X_t]`, and every loop holding
+ * such an access is unrolled over its ceil(N / W) slots,
+ * `[[unroll]] for (int X_t = 0; ...) { int X = lid + X_t * W; if (X < N) { body } }`, so the
+ * indices are constants and the array stays in registers. The workgroup size W is the shader's
+ * local_size_x. Nothing else changes; the barrier elision (htr_sdk_ir_glsl_barriers.h), run after,
+ * no longer sees these arrays.
  * Pure function of the text; thread-safe.
  */
 #ifndef HTR_SDK_IR_GLSL_PRIVATE_H_
@@ -33,7 +38,8 @@ struct PrivateResult {
 
 // `source`: a workgroup-mode shader of the GLSL lowering (`layout(local_size_x = W`, shared
 // declarations, then `void main() {`).
-PrivateResult privatize_arrays(const std::string& source);
+// per_invocation: the most elements of one array an invocation may hold (8 W elements above).
+PrivateResult privatize_arrays(const std::string& source, uint32_t per_invocation = 8);
 
 }  // namespace htr_sdk::ir
 

@@ -324,7 +324,8 @@ htr_sdk::ir::GlslOptions glsl_options(const PhysInfo& d) {
   // keeps its measured element loops). HTR_VK_LOWER (comma-separated, for comparisons and
   // sweeps): novec, noprefetch, vecf32 (16-byte loads of the SIMT dots' f32 tiles too),
   // microvec (GlslOptions::micro_vec4), keepbarriers (every barrier the lowering writes),
-  // sharedtiles (every tile array in workgroup memory, GlslOptions::private_tiles off).
+  // sharedtiles (every tile array in workgroup memory, GlslOptions::private_tiles 0), privateone
+  // (only arrays of one element an invocation in registers).
   o.vector_loads = !cpu;
   o.prefetch = !cpu;
   if (const char* lw = std::getenv("HTR_VK_LOWER")) {
@@ -334,7 +335,8 @@ htr_sdk::ir::GlslOptions glsl_options(const PhysInfo& d) {
     if (l.find(",vecf32,") != std::string::npos) o.vector_loads_f32 = true;
     if (l.find(",microvec,") != std::string::npos) o.micro_vec4 = true;
     if (l.find(",keepbarriers,") != std::string::npos) o.elide_barriers = false;
-    if (l.find(",sharedtiles,") != std::string::npos) o.private_tiles = false;
+    if (l.find(",sharedtiles,") != std::string::npos) o.private_tiles = 0;
+    if (l.find(",privateone,") != std::string::npos) o.private_tiles = 1;
   }
   return o;
 }

@@ -790,6 +790,19 @@ void private_checks() {
             err.empty(),
         "private tiles: arrays touched only at their loops' own element move to registers (a, b); one wider than "
         "the workgroup (c), or read elsewhere (d), stay; compiles " + err);
+  {  // several elements an invocation: a private array, its loops unrolled over the slots
+    const ir::PrivateResult m = ir::privatize_arrays(
+        head + "  [[dont_unroll]] for (int e0 = lid; e0 < 16; e0 += 8) { c[e0] = float(e0); }\n  barrier();\n"
+               "  [[dont_unroll]] for (int e1 = lid; e1 < 12; e1 += 8) { d[e1 % 4] = c[e1] + 1.0; }\n}\n");
+    const std::string merr = compile(m.source, "private2");
+    check(m.moved == 1 && m.source.find("  float c[2];\n") != std::string::npos &&
+              m.source.find("[[unroll]] for (int e0_t = 0; e0_t < 2; ++e0_t) { int e0 = lid + e0_t * 8; if (e0 < 16) { "
+                            "c[e0_t] = float(e0); } }") != std::string::npos &&
+              m.source.find("[[unroll]] for (int e1_t = 0; e1_t < 2; ++e1_t) { int e1 = lid + e1_t * 8; if (e1 < 12) {") !=
+                  std::string::npos &&
+              merr.empty(),
+          "private tiles: two elements an invocation: a private array, loops unrolled over the slots; compiles " + merr);
+  }
   const ir::PrivateResult n = ir::privatize_arrays(
       head + "  [[dont_unroll]] for (int e0 = lid; e0 < 8; e0 += 4) { a[e0] = 1.0; }\n  float y = b[lid];\n}\n");
   check(n.moved == 0, "private tiles: a loop of another step, or an access outside a loop: not moved");
