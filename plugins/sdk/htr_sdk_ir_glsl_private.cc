@@ -14,7 +14,8 @@ namespace {
 
 bool ident_char(char c) { return glsl_ident_char(c); }
 
-// The `each` loops on a line: (offset just past the header's ')', loop variable).
+// The `each` loops on a line, `for (int X = lid; X < N; X += W)` with N a decimal constant:
+// (offset just past the header's ')', X).
 std::vector<std::pair<size_t, std::string>> each_loops(const std::string& l, const std::string& w) {
   std::vector<std::pair<size_t, std::string>> out;
   for (size_t at = l.find("for (int "); at != std::string::npos; at = l.find("for (int ", at + 1)) {
@@ -25,7 +26,10 @@ std::vector<std::pair<size_t, std::string>> each_loops(const std::string& l, con
     const std::string cond = x + " < ";
     if (l.compare(e + 8, cond.size(), cond) != 0) continue;
     const size_t semi = l.find("; ", e + 8 + cond.size());
-    if (semi == std::string::npos) continue;
+    if (semi == std::string::npos || semi == e + 8 + cond.size()) continue;
+    bool literal = true;  // N: a decimal constant (the trip counts of the unrolled form)
+    for (size_t k = e + 8 + cond.size(); k < semi; ++k) literal = literal && std::isdigit(static_cast<unsigned char>(l[k])) != 0;
+    if (!literal) continue;
     const std::string step = "; " + x + " += " + w + ")";
     if (l.compare(semi, step.size(), step) != 0) continue;
     out.emplace_back(semi + step.size(), x);

@@ -806,6 +806,9 @@ void private_checks() {
   const ir::PrivateResult n = ir::privatize_arrays(
       head + "  [[dont_unroll]] for (int e0 = lid; e0 < 8; e0 += 4) { a[e0] = 1.0; }\n  float y = b[lid];\n}\n");
   check(n.moved == 0, "private tiles: a loop of another step, or an access outside a loop: not moved");
+  const ir::PrivateResult v = ir::privatize_arrays(
+      head + "  int n = 8;\n  [[dont_unroll]] for (int e0 = lid; e0 < n; e0 += 8) { a[e0] = 1.0; }\n}\n");
+  check(v.moved == 0, "private tiles: a loop whose bound is not a constant: not moved");
   // No workgroup memory left: every plain barrier goes.
   const ir::BarrierResult e = ir::elide_barriers(
       "#version 460\nvoid main() {\n  int lid = 0;\n  barrier();\n  for (int i = 0; i < 2; ++i) {\n    barrier();\n  }\n"
