@@ -10,6 +10,7 @@
 #include "htr_sdk_ir_glsl_helpers.h"
 #include "htr_sdk_ir_glsl_pool.h"
 #include "htr_sdk_ir_glsl_private.h"
+#include "htr_sdk_ir_glsl_text.h"
 #include "htr_sdk_ir_glsl_groups.h"
 
 #include <algorithm>
@@ -57,8 +58,6 @@ std::string zero(htr_dtype_t d) {
 std::string str(int64_t v) { return std::to_string(v); }
 
 constexpr size_t kMaxExpr = 600;
-// Row padding (halves) of the f16 operand tiles of cooperative-matrix dots.
-constexpr int64_t kPad = 8;
 
 class GlslRenderer {
  public:
@@ -309,8 +308,7 @@ class GlslRenderer {
   // private. Every array is fully written before it is read, so hoisting
   // the declaration out of loops keeps the semantics.
   void decl_array(const std::string& c, const std::string& name, int64_t n) {
-    const uint64_t bytes =
-        static_cast<uint64_t>(n) * (c == "uvec4" ? 16 : (c == "int64_t" ? 8 : (c == "float16_t" ? 2 : 4)));
+    const uint64_t bytes = static_cast<uint64_t>(n) * glsl_type_bytes(c);
     if (shared_used_ + bytes <= shared_budget_) {
       shared_used_ += bytes;
       globals_ += "shared " + c + " " + name + "[" + std::to_string(n) + "];\n";
@@ -546,7 +544,7 @@ class GlslRenderer {
           // consecutive rows hit distinct banks; row starts stay 16-byte aligned.
           const int64_t rows = type(r).numel() / type(r).shape[type(r).rank - 1];
           const int64_t cols = type(r).shape[type(r).rank - 1];
-          decl_array("uvec4", vn(r), rows * (cols + kPad) / 8);
+          decl_array("uvec4", vn(r), rows * coop_packed_ld(cols));
           if (half_.count(r) && prefetch_ && can_defer(i)) {
             deferred_[r] = i;  // loaded one k step ahead at the dot (emit_coop_loads)
           } else {
@@ -864,7 +862,7 @@ class GlslRenderer {
       const RegAcc& ra = acc_it->second;
       if (half_.count(a)) {
         emit_coop_loads({a, b});
-        coop_kernel(ra, array_of(a), array_of(b), (K + kPad) / 8, (N + kPad) / 8);
+        coop_kernel(ra, array_of(a), array_of(b), coop_packed_ld(K), coop_packed_ld(N));
       } else {  // computed operands: packed here (htr_sdk_ir_glsl_coopdot.h)
         const std::pair<std::string, std::string> h = pack16(a, b);
         for (const std::string& l : coop_accumulate_lines(coop_shape(), ra.ftm, ra.ftn, K, coop_packed_ld(K),
@@ -1030,7 +1028,7 @@ class GlslRenderer {
   // Slot (uvec4 index) of the group starting at element e0 of a tile with
   // `cols` columns, rows padded by one group.
   static std::string group_slot(const std::string& e0, int64_t cols) {
-    return "(" + e0 + ") / " + str(cols) + " * " + str((cols + kPad) / 8) + " + (" + e0 + ") % " + str(cols) + " / 8";
+    return "(" + e0 + ") / " + str(cols) + " * " + str(coop_packed_ld(cols)) + " + (" + e0 + ") % " + str(cols) + " / 8";
   }
   // Whether LOAD op `li` (an operand of a cooperative dot, in the body of
   // the innermost open loop) may be emitted at the dot for the next
@@ -1232,7 +1230,7 @@ class GlslRenderer {
   // arrays of 8 halves each in workgroup memory, row-major with row
   // strides lda, ldb in groups).
   void coop_kernel(const RegAcc& ra, const std::string& an, const std::string& bn, int64_t lda, int64_t ldb) {
-    const int64_t K = lda * 8 - kPad;
+    const int64_t K = lda * 8 - 8;  // lda = coop_packed_ld(K)
     const std::string kk = fresh("k"), fa = fresh("fa"), fb = fresh("fb"), i = fresh("i"), j = fresh("j");
     line("[[unroll]] for (int " + kk + " = 0; " + kk + " < " + str(K) + "; " + kk + " += " + str(cm_k_) + ") {");
     line("  " + frag(16, cm_m_, cm_k_) + " " + fa + "[" + str(ra.ftm) + "]; " + frag(16, cm_k_, cm_n_) + " " + fb + "[" +

@@ -10,7 +10,6 @@ namespace htr_sdk::ir {
 
 namespace {
 
-bool ident_char(char c) { return glsl_ident_char(c); }
 
 std::string trim(const std::string& s) {
   size_t a = 0, b = s.size();
@@ -36,13 +35,7 @@ Access scan(const std::vector<std::string>& lines, size_t from, size_t to, const
   for (size_t k = from; k < to; ++k) {
     const std::string& s = lines[k];
     const bool coop_store = s.find("coopMatStoreNV(") != std::string::npos;
-    for (size_t i = 0; i < s.size();) {
-      if (!ident_char(s[i]) || (i > 0 && ident_char(s[i - 1]))) {
-        ++i;
-        continue;
-      }
-      size_t j = i;
-      while (j < s.size() && ident_char(s[j])) ++j;
+    glsl_each_ident(s, 0, [&](size_t i, size_t j) {
       const std::string name = s.substr(i, j - i);
       if (shared.count(name) != 0) {
         a.mentioned.insert(name);
@@ -62,8 +55,7 @@ Access scan(const std::vector<std::string>& lines, size_t from, size_t to, const
           if (assign || compound || shift) a.written.insert(name);
         }
       }
-      i = j;
-    }
+    });
   }
   return a;
 }

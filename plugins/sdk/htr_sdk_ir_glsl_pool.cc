@@ -12,9 +12,6 @@ namespace htr_sdk::ir {
 
 namespace {
 
-bool ident_char(char c) { return glsl_ident_char(c); }
-
-uint64_t type_bytes(const std::string& t) { return glsl_type_bytes(t); }
 
 struct Array {
   std::string type, name;
@@ -107,34 +104,26 @@ PoolResult pool_shared_arrays(const std::string& source) {
     at = eol + 1;
   }
   uint64_t declared = 0;
-  for (const Array& a : arrays) declared += a.n * type_bytes(a.type);
+  for (const Array& a : arrays) declared += a.n * glsl_type_bytes(a.type);
   r.shared_bytes = declared;
   if (arrays.size() < 2) return r;
   // Mentions of each array in main().
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < arrays.size(); ++i) by_name[arrays[i].name] = i;
-  for (size_t i = main_at; i < source.size();) {
-    if (!ident_char(source[i]) || (i > 0 && ident_char(source[i - 1]))) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < source.size() && ident_char(source[j])) ++j;
+  glsl_each_ident(source, main_at, [&](size_t i, size_t j) {
     auto it = by_name.find(source.substr(i, j - i));
-    if (it != by_name.end()) {
-      Array& a = arrays[it->second];
-      a.uses.push_back(i);
-      if ((j >= source.size() || source[j] != '[') && !coop_operand(source, i, j)) a.whole = true;
-    }
-    i = j;
-  }
+    if (it == by_name.end()) return;
+    Array& a = arrays[it->second];
+    a.uses.push_back(i);
+    if ((j >= source.size() || source[j] != '[') && !coop_operand(source, i, j)) a.whole = true;
+  });
   // Loops of main(): each `for (...)` / `while (...)` header's body (a block, or one statement).
   // The lowering emits no do-while; a shader with one is left as it is.
   if (source.find("do {", main_at) != std::string::npos) return r;
   std::vector<Loop> loops;
   for (const char* kw : {"for (", "while ("}) {
     for (size_t at = source.find(kw, main_at); at != std::string::npos; at = source.find(kw, at + 1)) {
-      if (at > 0 && ident_char(source[at - 1])) continue;
+      if (at > 0 && glsl_ident_char(source[at - 1])) continue;
       int depth = 0;
       size_t i = at + std::string(kw).size() - 1;  // the '('
       for (; i < source.size(); ++i) {
@@ -149,7 +138,7 @@ PoolResult pool_shared_arrays(const std::string& source) {
   }
   std::vector<size_t> barriers;
   for (size_t at = source.find("barrier();", main_at); at != std::string::npos; at = source.find("barrier();", at + 1))
-    if (at == 0 || !ident_char(source[at - 1])) barriers.push_back(at);  // not subgroupBarrier / memoryBarrier...
+    if (at == 0 || !glsl_ident_char(source[at - 1])) barriers.push_back(at);  // not subgroupBarrier / memoryBarrier...
   auto inside = [](const Loop& l, size_t p) { return l.open < p && p < l.close; };
   auto barrier_between = [&barriers](size_t a, size_t b) {
     auto it = std::upper_bound(barriers.begin(), barriers.end(), a);
@@ -197,10 +186,10 @@ PoolResult pool_shared_arrays(const std::string& source) {
   uint64_t pooled_bytes = 0, kept_bytes = 0;
   uint32_t pooled = 0;
   for (const Array& a : arrays) {
-    if (a.whole || a.uses.empty()) kept_bytes += a.n * type_bytes(a.type);
+    if (a.whole || a.uses.empty()) kept_bytes += a.n * glsl_type_bytes(a.type);
     else ++pooled;
   }
-  for (const auto& p : pool_n) pooled_bytes += p.second * type_bytes(p.first);
+  for (const auto& p : pool_n) pooled_bytes += p.second * glsl_type_bytes(p.first);
   if (pooled == 0 || pooled_bytes + kept_bytes >= declared) return r;
   // Rewrite: accesses first (back to front, so offsets stay valid), then the declarations.
   std::string s = source;

@@ -12,15 +12,13 @@ namespace htr_sdk::ir {
 
 namespace {
 
-bool ident_char(char c) { return glsl_ident_char(c); }
-
 // The `each` loops on a line, `for (int X = lid; X < N; X += W)` with N a decimal constant:
 // (offset just past the header's ')', X).
 std::vector<std::pair<size_t, std::string>> each_loops(const std::string& l, const std::string& w) {
   std::vector<std::pair<size_t, std::string>> out;
   for (size_t at = l.find("for (int "); at != std::string::npos; at = l.find("for (int ", at + 1)) {
     size_t v = at + 9, e = v;
-    while (e < l.size() && ident_char(l[e])) ++e;
+    while (e < l.size() && glsl_ident_char(l[e])) ++e;
     const std::string x = l.substr(v, e - v);
     if (x.empty() || l.compare(e, 8, " = lid; ") != 0) continue;
     const std::string cond = x + " < ";
@@ -87,13 +85,7 @@ PrivateResult privatize_arrays(const std::string& source, uint32_t per_invocatio
     const std::string& line = lines[li];
     std::vector<std::pair<size_t, std::string>> loops;
     bool loops_read = false;
-    for (size_t i = 0; i < line.size();) {
-      if (!ident_char(line[i]) || (i > 0 && ident_char(line[i - 1]))) {
-        ++i;
-        continue;
-      }
-      size_t j = i;
-      while (j < line.size() && ident_char(line[j])) ++j;
+    glsl_each_ident(line, 0, [&](size_t i, size_t j) {
       auto it = cand.find(line.substr(i, j - i));
       if (it != cand.end() && it->second.ok) {
         if (!loops_read) {
@@ -112,8 +104,7 @@ PrivateResult privatize_arrays(const std::string& source, uint32_t per_invocatio
         if (!good) it->second.ok = false;
         it->second.used = true;
       }
-      i = j;
-    }
+    });
   }
   // Per line, back to front: accesses become `name` (one element an invocation) or name[X_t]
   // (several: slot X / W), and each loop holding a several-element access is unrolled over its

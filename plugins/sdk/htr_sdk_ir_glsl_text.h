@@ -17,6 +17,22 @@ namespace htr_sdk::ir {
 
 inline bool glsl_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
+// Calls f(begin, end) for each identifier token (a maximal run of identifier characters) starting
+// in s[from, s.size()).
+template <typename F>
+void glsl_each_ident(const std::string& s, size_t from, F&& f) {
+  for (size_t i = from; i < s.size();) {
+    if (!glsl_ident_char(s[i]) || (i > 0 && glsl_ident_char(s[i - 1]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.size() && glsl_ident_char(s[j])) ++j;
+    f(i, j);
+    i = j;
+  }
+}
+
 // Bytes of one element of a workgroup array of GLSL type `t` (the types the lowering declares).
 inline uint64_t glsl_type_bytes(const std::string& t) {
   if (t == "uvec4") return 16;
