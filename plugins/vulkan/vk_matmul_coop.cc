@@ -180,15 +180,13 @@ bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a
   t.khr = bf16 || (info.coopmat_khr_f16 && !want_nv);
   if (want_khr && !bf16 && !info.coopmat_khr_f16) return false;
   t.col_order = has("col");
+  t.split = has("split");
   for (const std::string& w : words) {
     if (w.compare(0, 6, "group=") == 0) t.group_m = static_cast<uint32_t>(std::strtoul(w.c_str() + 6, nullptr, 10));
     // `ws=P`: P producer subgroups load the tiles for the MMA subgroups (CoopMmConfig::producers)
     if (w.compare(0, 3, "ws=") == 0) t.producers = static_cast<uint32_t>(std::strtoul(w.c_str() + 3, nullptr, 10));
-  }
-  t.split = has("split");
-  // `shape=MxNxK`: subgroup-scope matrices of that shape (one accumulator a subgroup when it is the
-  // subgroup's whole tile), for VK_NV_cooperative_matrix2's flexible dimensions (granularity 16)
-  for (const std::string& w : words) {
+    // `shape=MxNxK`: subgroup-scope matrices of that shape (one accumulator a subgroup when it is the
+    // subgroup's whole tile), for VK_NV_cooperative_matrix2's flexible dimensions (granularity 16)
     unsigned m = 0, n = 0, k = 0;
     if (w.compare(0, 6, "shape=") != 0 || std::sscanf(w.c_str() + 6, "%ux%ux%u", &m, &n, &k) != 3) continue;
     const bool flex = m != 16 || n != 16 || k != 16;
