@@ -27,7 +27,7 @@ SMALL = ["--preset", "tiny", "--layers", "2", "--batch", "2", "--seq", "64", "--
 # own tracer thread now and then ("Tracer caught signal 11", exit 1; seen in session 6 for the
 # recompute and oom modes, ~4 in 5 runs under meson, never when run by hand): the leak check is off
 # for this script's runs only (ASan and UBSan stay on); htr-train's leaks are still checked by the
-# train suite's tests under the same setup. Open: which thread is alive at exit (notes/STATUS.md).
+# train suite's tests under the same setup. Open: which thread is alive at exit (notes/ROADMAP.md).
 ENV = dict(os.environ)
 if "detect_leaks=1" in ENV.get("ASAN_OPTIONS", ""):
     ENV["ASAN_OPTIONS"] = ENV["ASAN_OPTIONS"].replace("detect_leaks=1", "detect_leaks=0")
