@@ -884,7 +884,7 @@ kernels::AttentionConfig ConfigOf(const Match& m, uint32_t tile, AttentionKernel
     // At 32 the backward kernels take the long side along their own loop-invariant rows: dQ 32
     // query rows x 16 key rows a step, dK/dV 32 key rows x 16 query rows a step. NVIDIA's Vulkan
     // driver, gpt2's shape (B16 H12 T1024 D64, bf16), H100: dQ 4.46 ms vs 5.54 at 32x32, dK/dV
-    // 5.43 vs 6.27 (htr-bench-gpu attention-gpu, session 22).
+    // 5.43 vs 6.27 (htr-bench-gpu attention-gpu).
     if (tile == 32 && kernel == AttentionKernel::kBackwardDq) cfg.bn = 16;
     if (tile == 32 && kernel == AttentionKernel::kBackwardDkDv) cfg.bm = 16;
   } else if (const std::optional<AttentionTile> t = AttentionTileOverride(kernel)) {

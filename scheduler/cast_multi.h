@@ -15,7 +15,7 @@
 //
 // The executable runs it in the device mode only (graph level, after the GELU epilogue), where
 // the device compiles the kernel at its largest group (executable.cc probes it: the Vulkan lowering
-// did not until session 22, and a refused group's casts would each run as a reference step);
+// did not before pooled workgroup arrays, and a refused group's casts would each run as a reference step);
 // HTR_CAST_MULTI=0 turns it off. Ownership: plain values; the input graph is untouched.
 #ifndef HTR_SCHEDULER_CAST_MULTI_H_
 #define HTR_SCHEDULER_CAST_MULTI_H_

@@ -37,7 +37,7 @@ ColSumPlan PlanColSum(int64_t rows, int64_t cols);
 // Which finish AppendColSum and AppendLayerNormParamSums emit (read from HTR_COLSUM_V at each
 // call, for A/B runs): 2 (default) adds, where the plan has more than kColSumFinishAcc slices, a
 // middle colsum_slices pass over the f32 partials so that the finish walks at most
-// kColSumFinishAcc slices (one more launch and scratch buffer per partial); "1": the session-7
+// kColSumFinishAcc slices (one more launch and scratch buffer per partial); "1": the older
 // two-launch form (stage 1 then a finish over all slices). The embedding gradient's token chunks
 // (device_lower.cc) follow the same switch.
 int ColSumVersion();

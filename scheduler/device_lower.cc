@@ -449,8 +449,8 @@ Status Lowering::Embedding(bool grad) {
   // tile holding one of its rows (3.7 ms for 256 x 768 on an H200).
   // Not where loops are capped (LowerOptions::loop_cap: lavapipe): a row named by many ids (a space
   // in byte-level text) costs ~50 loop iterations per id there and could pass llvmpipe's cap of
-  // 65535 per invocation (plugins/vulkan/README.md). Until session 22 the test was Vulkan's launch
-  // grid, which kept NVIDIA's Vulkan driver on embedding_grad_rows too (16.6 ms of a gpt2 step on
+  // 65535 per invocation (plugins/vulkan/README.md). Testing Vulkan's launch grid instead of the loop cap
+  // would keep NVIDIA's Vulkan driver on embedding_grad_rows too (16.6 ms of a gpt2 step on
   // an H100).
   // The ids come in chunks of kEmbeddingGatherChunk (ColSumVersion() >= 2): one program walking
   // all 16,384 ids of gpt2 B16 T1024 was a serial chain of 128 tiles (797 us on an H200, 63 GB/s);

@@ -501,8 +501,8 @@ htr_status_t NullArg(const char* fn, const char* arg) {
 // (kCastMultiMaxTensors f32 -> bf16 tensors). Where it does not, the grouped casts would each run as
 // a reference step (host copies): the Vulkan lowering kept the tiles of cast_multi's per-tensor
 // loops in private arrays, which lavapipe refuses and an NVIDIA H100's driver ran as a reference
-// step in session 20 (142 ms of a 1.19 s gpt2 step); one flat cast a tensor is the better plan there.
-// Since session 22 those tiles share pooled workgroup memory (htr_sdk_ir_glsl_pool.h) and the H100's
+// step (142 ms of a 1.19 s gpt2 step); one flat cast a tensor is the better plan there.
+// Now those tiles share pooled workgroup memory (htr_sdk_ir_glsl_pool.h) and the H100's
 // driver compiles the kernel; the probe stays for devices that still refuse it.
 bool CastMultiCompiles(htr_device_t* device) {
   std::vector<uint8_t> ir;

@@ -29,7 +29,7 @@ bool TileRowsFor(htr_device_t* device) {
 }
 
 bool OnePassAttentionByEnv() {
-  // No plugin where it pays yet (H200, session 14: 0.283 vs 0.268 ms at B8 H12 T1024 D64).
+  // No plugin where it pays yet (H200: 0.283 vs 0.268 ms at B8 H12 T1024 D64).
   const std::optional<bool> v = htr::rt::ReadEnvSwitch("HTR_ATTENTION_ONE_PASS");
   return v && *v;
 }

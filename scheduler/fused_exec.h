@@ -66,7 +66,7 @@ bool TileRowsFor(htr_device_t* device);
 // Whether the device mode's bf16/f16 attention backward is first offered in the one-pass form
 // (ops/kernels/attention_backward_atomic.cc: dQ added atomically, not bitwise reproducible run
 // to run): only where HTR_ATTENTION_ONE_PASS=1/on/true asks for it. Off by default: on the H200
-// it is slower than the two-kernel form (plugins/cuda/README.md, session 14).
+// it is slower than the two-kernel form (plugins/cuda/README.md, "Tried and not faster").
 bool OnePassAttentionByEnv();
 
 class FusedExec {

@@ -27,7 +27,7 @@ struct LayerNormBackwardArgs {
 // BuildLayerNormBackwardRows) with the parameter partials in registers, then the ordered
 // reduction of the partials (colsum.h AppendColSumReduce). Rows longer than 1024 always take
 // one row a program. Opt-in because it is slower on the H200 (gpt2 bf16 B16 T1024 step, the
-// residual group a call, plugins/cuda/README.md session 17): 84.0 us at 1 row, 157.6 at 4, 128.4
+// residual group a call, plugins/cuda/README.md): 84.0 us at 1 row, 157.6 at 4, 128.4
 // at 8, 140.3 at 16, 134.0 at 32 (each row's reductions and barriers run one after another).
 uint32_t LayerNormBackwardRowsPerProgram();
 

@@ -245,7 +245,7 @@ Status ApplyPrecision(const Graph& in, Precision p, bool native_matmul, Graph* o
   // pass, which on small models outweighs the activations the pass saves (tests/memory: the bf16
   // peak of their small models rises from below 0.75x of fp32's to 0.89x): ShareStateCastsAuto
   // shares where activations dominate (gpt2 bf16 on the H200: 534,851 -> 543,005 tokens/s, peak
-  // 5,930 -> 6,120 MiB, session 10); HTR_SHARE_WEIGHT_CASTS=1 / =0 force it either way.
+  // 5,930 -> 6,120 MiB); HTR_SHARE_WEIGHT_CASTS=1 / =0 force it either way.
   std::vector<ValueId> narrowed(nv, kNoValue);  // a state's shared lowp copy
   auto as = [&](ValueId v, htr_dtype_t want, ValueId* res) -> Status {
     ValueId s = r.Map(v);

@@ -16,7 +16,7 @@
    Training is chaotic, so two such runs drift apart by an amount that grows with the step
    count and the learning rate; the widest of these spreads is what "within noise" means. (The
    micro-batch split alone was too narrow a bound: it changes only some sums' rounding order,
-   while htr rounds differently everywhere. Session 7, tiny fp32: on the H200 htr's first-step
+   while htr rounds differently everywhere. Measured, tiny fp32: on the H200 htr's first-step
    gradients were 0.52x PyTorch's error against float64 and its 3-step parameters/moments
    0.77x/0.29x/0.19x, yet its 200-step curve was 3.8x the micro-batch spread; on the cpu the
    micro-batch spread was 1.7e-4, the one-ulp spread 1.9e-3, htr-on-the-H200 vs PyTorch-on-cpu

@@ -41,7 +41,7 @@ Status BuildCastMulti(htr_dtype_t in_dt, htr_dtype_t out_dt, uint32_t block, uin
   Value c = b.arange(0, static_cast<int32_t>(block));
   for (uint32_t t = 0; t < tensors; ++t) {
     // One trip for the owning tensor, none for the others (a masked tile per tensor would cost
-    // every program all tensors' predicated accesses: session 16 measured 407 GB/s that way).
+    // every program all tensors' predicated accesses: measured at 407 GB/s that way on an H200).
     Value i0 = (p - start[t]) * static_cast<double>(block);
     Value mine = (p >= start[t]) & (i0 < n[t]);
     Value ie = b.where(mine, i0 + 1.0, i0);

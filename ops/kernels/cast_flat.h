@@ -35,7 +35,7 @@ namespace htr::kernels {
 
 // Elements per program of flat_convert that the scheduler uses (a power of two). 4096: on CUDA a
 // 256-thread block then moves two 16-byte chunks per thread (bf16), twice the bytes in flight of
-// 2048 (one chunk; the flat copy read 2.58 TB/s vs PyTorch's 4.0 in session 7's rows-gpu);
+// 2048 (one chunk; the flat copy read 2.58 TB/s vs PyTorch's 4.0 in rows-gpu, H200);
 // 4096-lane tiles are what fused rows use on every plugin (kMaxFusedCols).
 constexpr uint32_t kFlatConvertBlock = 4096;
 

@@ -61,7 +61,7 @@ htr_status_t op_query(htr_plugin_device_t* device, const htr_op_desc_t* desc,
     // An epilogue desc scores below the plain matmul (OPS.md: the host then keeps its own fused
     // activation kernels unless told to fold): on this machine's 2 cores the separate per-element
     // pass over the f32 product lost to the host's JIT-fused gelu (tiny preset, 12 steps: fp32
-    // 6,589-7,432 vs 10,006-11,174 tokens/s, bf16 5,037-5,455 vs 5,979-6,368; session 16).
+    // 6,589-7,432 vs 10,006-11,174 tokens/s, bf16 5,037-5,455 vs 5,979-6,368; 2 vCPUs).
     *out_score = plan.epilogue == MatmulEpilogue::kNone ? kLibraryOpScore : kLibraryOpScore / 2;
     return nullptr;
   });

@@ -138,13 +138,13 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
       target.max_warps = static_cast<uint32_t>(std::atoi(w));
     if (const char* st = host.config("HTR_CUDA_BLOCK_STAGES"); st != nullptr && std::atoi(st) >= 2)
       target.max_stages = static_cast<uint32_t>(std::atoi(st));
-    // Next-stage copies issued between the MMA steps: on by default since the
-    // session-3 H200 sweep (128x256x128 bf16 8192^3: 399.5 vs 385.9 TFLOP/s);
+    // Next-stage copies issued between the MMA steps: on by default after an
+    // H200 sweep (128x256x128 bf16 8192^3: 399.5 vs 385.9 TFLOP/s);
     // HTR_CUDA_BLOCK_MID=0 turns them off.
     const char* mid = host.config("HTR_CUDA_BLOCK_MID");
     target.mid_copies = !(mid != nullptr && std::strcmp(mid, "0") == 0);
     // Double-buffered warp fragments (ldmatrix of step k+1 before step k's
-    // mma): on by default since the session-4 H200 sweep (128x256x128 bf16
+    // mma): on by default after an H200 sweep (128x256x128 bf16
     // 8192^3: 418-422 vs 383-389 TFLOP/s); HTR_CUDA_BLOCK_FRAG=0 turns it off.
     const char* frag = host.config("HTR_CUDA_BLOCK_FRAG");
     target.frag_double = !(frag != nullptr && std::strcmp(frag, "0") == 0);
@@ -166,7 +166,7 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
       if (n == 1 || n == 2 || n == 4) target.row_chunks = static_cast<uint32_t>(n);
     }
     // Row programs with loops (CudaTarget::loop_chunk): a thread per chunk of 8 elements for the
-    // loop kernels that gained from it in the session-17 H200 sweep (gpt2 bf16 step, htr-prof):
+    // loop kernels that gained from it in an H200 sweep (gpt2 bf16 step, htr-prof):
     // the multi-tensor AdamW (0.872 -> 0.744 ms a step), global_norm's sums of squares (227 ->
     // 180 us) and the embedding gradient's gather (162 -> 120 us); the column sums and LayerNorm
     // parameter slices (16 rows in flight per lane) ran 2-2.6x slower that way and keep a thread
@@ -180,14 +180,14 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
       target.loop_chunk = n == 2 || n == 4 || n == 8 ? static_cast<uint32_t>(n) : 0;
     }
     // Row programs: f32 exp / division as __expf / __fdividef (CudaTarget::fast_math), on by
-    // default since the session-10 H200 runs (rows-gpu GELU backward 2,196 -> 3,001 GB/s, gpt2
+    // default after H200 runs (rows-gpu GELU backward 2,196 -> 3,001 GB/s, gpt2
     // bf16 528,860 -> 534,851 tokens/s; htr-conform cuda 188 / 0 with it); HTR_CUDA_FAST_MATH=0
     // turns it off.
     target.fast_math = true;
     if (const char* fm = host.config("HTR_CUDA_FAST_MATH"); fm != nullptr && *fm != '\0')
       target.fast_math = std::strcmp(fm, "0") != 0;
     // Attention programs longest first across heads (CudaTarget::attn_group_bytes_q / _k): query
-    // tiles over all heads at once, key tiles in groups streaming ~8 MiB (the session-15 H200
+    // tiles over all heads at once, key tiles in groups streaming ~8 MiB (an H200
     // sweep, plugins/cuda/README.md); HTR_CUDA_ATTN_GROUP_Q_KB / _K_KB=N set the KiB, 0 keeps
     // one head's tiles together.
     auto kib = [&host](const char* key, uint64_t bytes) {

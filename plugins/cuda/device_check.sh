@@ -1,6 +1,6 @@
 #!/bin/bash
 # device_check.sh — run the cuda plugin's checks on a GPU machine that lacks
-# this project's build dependencies (see README.md, "Measured on an H200").
+# this project's build dependencies (see README.md, "Measuring on a GPU machine").
 #
 #   plugins/cuda/device_check.sh pack BUILD DIR   # here: bundle binaries + libs into DIR
 #   DIR/device_check.sh run [OUT]                 # there: everything below

@@ -94,7 +94,7 @@ struct CoopMmConfig {
   bool bank_order = true;                // staging order by staging_order(): each 8-invocation phase of a
                                          // 16-byte workgroup-memory store hits distinct banks (false: row by
                                          // row, where rows of 4 groups, as A's 128x32 tile, store 2-way
-                                         // conflicted; H100, session 21: +1-5% with it, NMSE 0.0)
+                                         // conflicted; H100: +1-5% with it, NMSE 0.0)
   bool peel = false;                     // depth 1, two stages: the k loop without branches (the last step
                                          // peeled off), so loads, MMAs and stores form one basic block
   bool store_early = false;              // depth 1, two stages: each step first stores the registers loaded

@@ -66,7 +66,7 @@ struct CudaTarget {
   // Row lowering, loop-free programs: chunks of 8 elements per thread (1, 2 or 4): more loads in
   // flight per thread (all of a value's chunks are loaded before it is used) on fewer threads.
   // The cuda plugin reads HTR_CUDA_ROW_CHUNKS (a sweep knob: on the H200, 2 and 4 were slower
-  // than 1 in rows-gpu and the gpt2 step, session 10).
+  // than 1 in rows-gpu and the gpt2 step).
   uint32_t row_chunks = 1;
   // Row lowering, programs with loops (column sums, embedding gradients, multi-tensor loops): 0
   // keeps a thread per element; 2, 4 or 8 a thread per chunk of that many elements (wider loads,
@@ -84,8 +84,8 @@ struct CudaTarget {
   // operands may stay in L2); 0: program_id(0) fastest (one head's tiles together, query tiles
   // the last one first). attn_group_bytes_q applies where the trip count grows with
   // program_id(0) (query tiles: the forward, dQ), attn_group_bytes_k where it shrinks (key
-  // tiles: dK/dV). The cuda plugin reads HTR_CUDA_ATTN_GROUP_Q_KB / _K_KB (plugins/cuda/README.md,
-  // session 15: all heads in one group for query tiles, 8 MiB for key tiles).
+  // tiles: dK/dV). The cuda plugin reads HTR_CUDA_ATTN_GROUP_Q_KB / _K_KB (plugins/cuda/README.md;
+  // H200 sweep: all heads in one group for query tiles, 8 MiB for key tiles).
   uint64_t attn_group_bytes_q = 0;
   uint64_t attn_group_bytes_k = 0;
   // Warp-row attention lowering: at most this many warps per block (1, 2, 4 or 8; 0: max_warps).

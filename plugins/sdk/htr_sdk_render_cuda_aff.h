@@ -6,7 +6,7 @@
  * block (dot-shaped) lowering and the warp-row attention lowering
  * (htr_sdk_render_cuda_attn.cc), which print the same descriptors.
  *
- * Owner: plugins/sdk (attnperf helper, session 6). Header-only, no state.
+ * Owner: plugins/sdk. Header-only, no state.
  */
 #ifndef HTR_SDK_RENDER_CUDA_AFF_H_
 #define HTR_SDK_RENDER_CUDA_AFF_H_

@@ -27,7 +27,7 @@
 // coefficients swapped, same mask terms with their dims swapped:
 // same_transposed) the second tile has no buffer at all and its dot reads
 // the first one's bytes in the opposite orientation, where the buffers would
-// otherwise leave room for fewer than two blocks per SM (session 8: the
+// otherwise leave room for fewer than two blocks per SM (e.g. the
 // backward kernels at D = 128, 160/128 KB -> 96 KB); otherwise (and where
 // no proof is found) the run-time boxes (htr_at_same_t) decide per
 // iteration whether the second fill is skipped (a per-buffer bit says which

@@ -24,7 +24,7 @@
 // float sums only.
 //
 // Instruction economy (these kernels are bound by instruction issue before
-// bandwidth on an H200: session 8 found ~130 SASS instructions per element in
+// bandwidth on an H200: a count found ~130 SASS instructions per element in
 // the gpt2 GELU-backward row): a loaded f16/bf16 is representable, so it is
 // not rounded again; every f16/bf16 value held is rounded (scalar arguments
 // at entry), so a bf16 store keeps the upper half of the f32 bits instead of
@@ -33,7 +33,7 @@
 // bf16 with one cvt instruction on sm_80+ (htr_sdk_render_cuda.cc). Straight-
 // line programs take a thread per chunk of 8 elements (rows_supported).
 //
-// Chunk linearity (analyze_chunks, session 10): index tiles built from the lane (arange), scalars,
+// Chunk linearity (analyze_chunks): index tiles built from the lane (arange), scalars,
 // +, -, * by constants or uniforms, and / and % by constant multiples of V are proved to step by
 // a known slope over each chunk (given dividends >= 0 at the chunk's start, tested once per
 // chunk); such tiles are spelled inline where used instead of held per element, and a load or
@@ -790,10 +790,10 @@ bool rows_supported(const Kernel& k, const Analysis& a, uint32_t* max_len, std::
   // Straight-line programs (elementwise groups, fused LayerNorm rows, copies) ask for a thread per
   // chunk of 8 elements: fewer threads, a 16-byte bf16 access each, fewer index instructions per
   // element (a 1024-lane LayerNorm row: 128 threads x 8 instead of 256 x 4, 1.28 -> 2.63 TB/s on
-  // the H200 with the session-8 renderer). Programs with loops (column sums, layer_norm_grad,
+  // the H200). Programs with loops (column sums, layer_norm_grad,
   // embedding gradients) keep a thread per element: their grids are often a few hundred
   // programs, and with a quarter of the threads they ran slower in the gpt2 step (cast+sum 53 ->
-  // 67 us a call, layer_norm_grad 148 -> 199 us, session 8).
+  // 67 us a call, layer_norm_grad 148 -> 199 us, H200).
   const uint32_t per = 8 * (chunks == 2 || chunks == 4 ? chunks : 1);
   const uint32_t lc = loop_chunk == 2 || loop_chunk == 4 || loop_chunk == 8 ? loop_chunk : 1;
   *max_len = loops ? (m + lc - 1) / lc : (m + per - 1) / per;

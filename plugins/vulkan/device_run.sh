@@ -64,7 +64,7 @@ short() { sed 's/.*"env":"\([^"]*\)".*"impl":"\([^"]*\)".*"metric":"\([^"]*\)".*
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 "$D/bin/htr-info" 2>&1 | grep -i "vulkan" | head -4
 HTR_LOG=info "$D/bin/htr-info" 2>&1 | grep -i "workgroup memory" | head -2
-# default sweeps (session 8, second call): the defaults first (the NMSE reference), each candidate
+# default sweeps: the defaults first (the NMSE reference), each candidate
 # on NV cooperative matrices and through the KHR rewrite (`khr`; bf16 is always KHR)
 VK_SWEEP=${VK_SWEEP:-128x256x32x512x1x1;128x256x32x512x1x1,khr;128x128x32x128x2x1,lean;128x128x32x128x2x1,lean,khr;128x256x32x256x1x1,lean;128x256x32x256x1x1,lean,khr;128x128x32x256x2x3;128x128x32x256x2x3,khr;256x128x32x512x1x1,khr;128x128x32x128x2x2,lean,khr}
 VK_SWEEP_BF16=${VK_SWEEP_BF16:-128x128x32x128x2x1,lean;128x128x32x128x2x1;128x256x32x512x1x1;128x256x32x256x1x1,lean;128x128x32x128x2x2,lean;128x128x32x256x2x1;256x128x32x256x1x1,lean;128x128x64x128x1x1,lean}

@@ -106,7 +106,7 @@ bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a
   if (dtype == HTR_DTYPE_BF16) {
     // bf16: KHR cooperative matrices through the SPIR-V rewrite (HTR_VK_COOPMM_BF16=0: the DSL
     // kernel). The epilogue rounds each accumulator to nearest even itself (round_bf16): without it
-    // the output differed from the DSL kernel's by NMSE 1.65e-5 (sessions 8-20, opt-in until then),
+    // the output differed from the DSL kernel's by NMSE 1.65e-5 (so bf16 was opt-in before it),
     // what truncating instead of rounding gives; the DSL lowering rounds to nearest even.
     const char* e = std::getenv("HTR_VK_COOPMM_BF16");
     if (!info.coopmat_khr_bf16 || (e != nullptr && std::strcmp(e, "0") == 0)) return false;
@@ -115,11 +115,11 @@ bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a
   }
   const htr_sdk::ir::GlslOptions go = glsl_options(info);
   if (go.coopmat_m != 16 || go.coopmat_n != 16 || go.coopmat_k != 16 || go.subgroup_size != 32) return false;
-  // Defaults (plugins/vulkan/README.md, H200 sweeps of session 8, TFLOP/s at 4096 / 8192, PyTorch
+  // Defaults (plugins/vulkan/README.md, H200 sweeps, TFLOP/s at 4096 / 8192, PyTorch
   // 685 / 675 f16, 740 / 731 bf16 in the same runs):
   //   f16 where the device lists a KHR f16 shape: 128x128x32 over 128 invocations, two stages,
   //     depth 1, lean, through the KHR rewrite: 273 / 295 (NV form of the same kernel 175 / 187;
-  //     session 7's 128x128x32x256x2x3 154 / 166);
+  //     the older 128x128x32x256x2x3 154 / 166);
   //   f16 on NV only: 128x256x32 over 512, one stage, depth 1 (the driver caps 512-invocation
   //     kernels at 128 registers): 184 / 196;
   //   bf16 (always KHR): 128x128x32 over 128, two stages, depth 1: 276 / 301.
@@ -163,7 +163,7 @@ bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a
     for (const std::string& w : words)
       if (w == on || w == off) *v = w == on;
   };
-  // Transposed operands: on since session 7 (the H200 passed "f16 library matmul on interior tiles
+  // Transposed operands: on by default (the H200 passed "f16 library matmul on interior tiles
   // with transposes" on this path); `notrans` keeps them on the DSL kernel.
   const bool trans_ok = !has("notrans");
   pick("lean", "nolean", &t.lean);
@@ -208,7 +208,7 @@ bool coopmm_config(const htr_plugin_device_t* d, htr_dtype_t dtype, bool trans_a
   if (t.workgroup == 0 || t.workgroup + t.producers * t.subgroup > wmax) return false;
   // Producer kernels of more than 256 invocations: 128x128x32 over 256 MMA invocations and 4 producer
   // subgroups (384) crashed the NVIDIA driver (580.159.04, H100) with signal 11 in the pipeline's
-  // creation or first dispatch (session 22), so they are refused.
+  // creation or first dispatch, so they are refused.
   if (t.producers != 0 && t.workgroup + t.producers * t.subgroup > 256) return false;
   const htr_sdk::ir::CoopMmShader sh = htr_sdk::ir::render_coopmm(t, info.props.limits.maxComputeSharedMemorySize);
   if (sh.source.empty() || sh.push_bytes > info.props.limits.maxPushConstantsSize) return false;

@@ -18,13 +18,13 @@
  * (diagnostics, see CoopMmConfig), ws=P [split] (CoopMmConfig::producers;
  * kernels of more than 256 invocations refused), shape=MxNxK (subgroup
  * matrices of a VK_NV_cooperative_matrix2 flexible shape; the last three
- * measured, not faster, session 22), and `notrans` to keep transposed operands
+ * measured, not faster), and `notrans` to keep transposed operands
  * (A as [K,M], B as [N,K]) off it (on by default since the H200 passed
  * tests/vulkan's "f16 library matmul on interior tiles with transposes" on
- * this path, session 7).
+ * this path).
  * Options `khr` / `nv`: f16 through the KHR rewrite (vk_spirv_bf16.h; the default where the
- * device lists a KHR f16 16x16x16 shape) or on NV cooperative matrices. Defaults (H200, session
- * 8): f16 128x128x32 over 128, two stages, depth 1, lean, KHR (NV-only devices: 128x256x32 over
+ * device lists a KHR f16 16x16x16 shape) or on NV cooperative matrices. Defaults (H200
+ * sweeps): f16 128x128x32 over 128, two stages, depth 1, lean, KHR (NV-only devices: 128x256x32 over
  * 512, one stage); bf16 128x128x32 over 128, two stages, depth 1, with the rounding epilogue
  * (CoopMmConfig::round_bf16; HTR_VK_COOPMM_BF16=0 keeps bf16 on the DSL kernel).
  * HTR_VK_COOPMM2=BMxBNxBKxW[xUNROLL][,col][,group=N][,stage|stage1] (f16, devices with VK_NV_cooperative_matrix2's

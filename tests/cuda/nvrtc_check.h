@@ -4,7 +4,7 @@
 // for sm_90 with the cuda plugin's options (plugins/cuda/cuda_nvrtc.cc), and
 // the HTR_CUDA_TEST_DUMP hook that writes each rendered source to a folder
 // (for byte comparisons of renders and for ptxas statistics).
-// Owner: tests/cuda (attnperf helper, session 6). Header-only: each test
+// Owner: tests/cuda. Header-only: each test
 // executable includes it once.
 #ifndef HTR_TESTS_CUDA_NVRTC_CHECK_H_
 #define HTR_TESTS_CUDA_NVRTC_CHECK_H_

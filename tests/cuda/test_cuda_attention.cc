@@ -200,7 +200,7 @@ TEST_CASE("attention kernels take the warp-row lowering and compile for sm_90", 
       INFO(kern.name << " bd " << bd << " specialized: " << launch.lowering);
       CHECK(launch.lowering.rfind("block-attn", 0) == 0);
       // Each kernel's exp(s * scale - lse) / exp(s * scale - m) is one fma and one ex2 a score, and
-      // the forward's row max is one max.NaN a score (session 13: forward 0.107 -> 0.095 ms at B8
+      // the forward's row max is one max.NaN a score (measured: forward 0.107 -> 0.095 ms at B8
       // H12 T1024 D64 on the H200).
       const size_t fms = r.source.find("= htr_at_exp_fms(v");
       CHECK(fms != std::string::npos);

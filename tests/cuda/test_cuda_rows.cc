@@ -12,10 +12,10 @@
 // cuda:0 against the sdk's IR interpreter,
 // with tails (n not a multiple of a chunk), misaligned offsets (the scalar
 // fallback), transposes keeping and moving the inner dim; copies must match
-// bit for bit. Session 8 (rows helper): a tiled bias+GELU program (lanes
+// bit for bit. Also a tiled bias+GELU program (lanes
 // e -> row e / 256, column e % 256 of a 256-column band of 8 rows, as
 // scheduler/fused_kernel.h tiles elementwise groups) with a row-tail mask.
-// Owner: rowbw helper (session 7), rows helper (session 8), issue 9.
+// Owner: tests/cuda (issue 9).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -192,7 +192,7 @@ std::vector<Case> Cases() {
   }
   {
     // 32 per program: one element per thread of a 32-thread block, no chunks (a 256-element program
-    // runs 32 threads x 8 since session 8, the vector path).
+    // runs 32 threads x 8, the vector path).
     auto s = k::BuildStridedCopy(HTR_DTYPE_BF16, HTR_DTYPE_BF16, 32, &ir);
     const int64_t n = 1000;
     add("strided_copy_32", s, ir, {Ceil(n, 32)},
@@ -257,7 +257,7 @@ TEST_CASE("row programs of 512+ elements take the chunked vector path and compil
 // The row lowering's block size (htr_sdk_render_cuda.h rows_supported / row_threads_for): a
 // program with a FOR loop keeps one thread per lane of its longest tile (capped), a loop-free one
 // gets a thread per 8-element chunk. The looped LayerNorm backward of 1024 lanes must get the cap
-// (256; under session 8's first policy it got 128 and ran 199 us a call in the gpt2 step), its
+// (256; under an earlier policy it got 128 and ran 199 us a call in the gpt2 step), its
 // whole-row form (no loop) 1024 / 8 = 128. Rendering only: no NVRTC, no GPU.
 TEST_CASE("row lowering: looped programs keep a thread per lane, loop-free ones a thread per chunk", "[render]") {
   namespace ir = htr_sdk::ir;

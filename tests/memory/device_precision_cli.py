@@ -33,8 +33,8 @@ def run(args, out_dir, env_extra, timeout=1200):
     env.pop("HTR_FUSE_ATTENTION", None)
     env.update(env_extra)
     # Under the asan setup LeakSanitizer's exit-time tracer crashed in these htr-train runs in most
-    # meson runs of session 8 ("Tracer caught signal 11", also on a rerun; never a leak report), as
-    # memory_cli_test.py saw in session 6: the leak check is off for this script's runs only (ASan
+    # meson runs ("Tracer caught signal 11", also on a rerun; never a leak report), as
+    # memory_cli_test.py saw too: the leak check is off for this script's runs only (ASan
     # and UBSan stay on; htr-train's leaks are still checked by the train suite's tests).
     if "detect_leaks=1" in env.get("ASAN_OPTIONS", ""):
         env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"].replace("detect_leaks=1", "detect_leaks=0")

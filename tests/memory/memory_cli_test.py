@@ -24,7 +24,7 @@ SMALL = ["--preset", "tiny", "--layers", "2", "--batch", "2", "--seq", "64", "--
 
 
 # Under the asan test setup, LeakSanitizer's exit-time check of these htr-train runs crashes its
-# own tracer thread now and then ("Tracer caught signal 11", exit 1; seen in session 6 for the
+# own tracer thread now and then ("Tracer caught signal 11", exit 1; seen for the
 # recompute and oom modes, ~4 in 5 runs under meson, never when run by hand): the leak check is off
 # for this script's runs only (ASan and UBSan stay on); htr-train's leaks are still checked by the
 # train suite's tests under the same setup. Open: which thread is alive at exit (notes/ROADMAP.md).

@@ -39,10 +39,10 @@ CASES = [  # (name, execution mode, precision, steps, perturb, extra environment
     # "fixed" (3. above): parameters, moments within 3x PyTorch's error and the loss error at most
     # a quarter of the rounded-twice case's. By default the bias is folded into the library
     # matmul: the plugin adds it to the f32 product and rounds once, as PyTorch's addmm (loss
-    # error 2.8e-5 in two session-8 runs: 10x PyTorch's 2.7e-6, so the verdict stays MISMATCH
+    # error 2.8e-5 in two runs: 10x PyTorch's 2.7e-6, so the verdict stays MISMATCH
     # for a reason not found yet). HTR_LOWP_BIAS=f32 (scheduler/precision.cc): those matmuls in
     # f32 on rounded operands and their sums kept in f32 (more exact than PyTorch): 1.9e-5
-    # (MISMATCH, also at the committed session-7 tree) in one session-8 run, 7.7e-6 (MATCH) in
+    # (MISMATCH, also at an older tree) in one run, 7.7e-6 (MATCH) in
     # the next, the same binaries and cache folder (the stored cpu matmul / fusion auto-tune
     # decisions are the likely difference; not pinned down). Both are 12-44x below the
     # rounded-twice error, which is what "fixed" checks.

@@ -65,7 +65,7 @@ A f16(const std::vector<float>& v) {
     std::memcpy(&b, &x, 4);
     const uint32_t s = (b >> 16) & 0x8000u;
     const int e = static_cast<int>((b >> 23) & 0xff) - 127 + 15;
-    // |x| < 2^-14 (e <= 0: f16 subnormals) as a subnormal, rounded; before session 7 such values
+    // |x| < 2^-14 (e <= 0: f16 subnormals) as a subnormal, rounded; without that such values
     // (about 1 in 16,000 of rnd's) wrapped the exponent field into garbage.
     h[i] = x == 0.0f ? static_cast<uint16_t>(s)
            : e <= 0  ? static_cast<uint16_t>(s | static_cast<uint32_t>(std::lround(std::fabs(x) * 16777216.0f)))

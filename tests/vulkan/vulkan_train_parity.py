@@ -7,9 +7,9 @@ must log per-step losses within 1e-3 relative of the same command on cpu, for ev
 Vulkan run is in device execution mode (generated kernels and the plugin's library matmul; a step
 that falls back to its reference kernel is listed). Any "vulkan validation" line in its output
 fails the test (run it with HTR_VK_VALIDATION=1), and so do more than MAX_REFERENCE steps on
-reference kernels in the plan (default 0; until session 22, 1: global_norm's sum_squares_multi, whose
+reference kernels in the plan (default 0; it was 1 before: global_norm's sum_squares_multi, whose
 15 tensors' tiles exceeded lavapipe's private-array limit, now launched 2 tensors at a time within
-Vulkan's guaranteed workgroup memory; session 20 found the grouped weight casts, cast_multi, running
+Vulkan's guaranteed workgroup memory; the grouped weight casts, cast_multi, also ran once
 as 4 more reference steps, each a host round trip, on lavapipe and on an NVIDIA H100). Prints both runs'
 losses, the worst relative difference and each run's wall time.
 

@@ -14,7 +14,7 @@
 // --specialize 1 (the default) bakes H, T, D and every stride into the
 // kernels as compile-time constants, as the attention rewrite does in
 // training (scheduler/attention_fusion.cc, Scalars); 0 passes them as launch
-// arguments (the bench before session 8: its backward read 1.5x the training
+// arguments (then the backward reads 1.5x the training
 // profile's attention_grad at the same shape).
 //
 // --layout bhtd (the default) gives every tensor its own contiguous [B, H, T, D]

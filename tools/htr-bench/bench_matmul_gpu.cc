@@ -170,7 +170,7 @@ std::string Make(htr_device_t* dev, htr_dtype_t dt, int64_t n, Mats* m) {
 
 // Warm-up by time (--warmup-ms): after host-side pauses (input generation, kernel compiles, NMSE
 // on the host) an H200 idles at 345 MHz and a few milliseconds of runs are measured before its
-// clocks are back up. Measured (session 7, vulkan f16 4096/8192): one kernel timed at 34, 45 and
+// clocks are back up. Measured (vulkan f16 4096/8192): one kernel timed at 34, 45 and
 // 159 TFLOP/s in one process depending on the pause before it. So every timing first runs `fn`
 // until warmup_ms of wall time have passed (and at least `warmup` times); the PyTorch peer does
 // the same.
@@ -179,7 +179,7 @@ int g_warmup_ms = 300;
 // Runs `fn` warmup (+ until g_warmup_ms) + reps times on `st`; seconds per run.
 // The warm-up clock starts after the first run has finished: that run compiles the kernel where
 // the plugin compiles on first use (a library op's kernel, ~0.5-1 s on the H200), and counting
-// it left no warm-up at all (session 8: every new value of a sweep read ~30 TFLOP/s at 4096, the
+// it left no warm-up at all (then every new value of a sweep read ~30 TFLOP/s at 4096, the
 // same kernels 155 once compiled).
 template <class F>
 std::string Time(htr_stream_t* st, int warmup, int reps, F&& fn, double* sec) {

@@ -9,7 +9,7 @@
 //   gelu_bwd      bf16[R,3072] x, dy -> bf16 dy * gelu'(x), the fused group
 //                 cast+cast+unary_grad+cast as the device mode builds it (scheduler/fused_kernel.h,
 //                 tiled: 1024 columns x 2 rows per program); "gelu_bwd_rows": the same group in
-//                 the row layout (one 4096-lane program per row, the layout before session 8).
+//                 the row layout (one 4096-lane program per row, the older layout).
 //   bias_gelu     bf16[R,3072] x, f32[3072] b -> bf16 h = x + b, bf16 gelu(h) (the group
 //                 cast+add+cast+cast+gelu+cast), tiled; "bias_gelu_rows" in the row layout.
 //   bias_add      bf16[R,2304] x, f32[2304] b -> bf16 x + b (the qkv projection's bias, the group
@@ -17,7 +17,7 @@
 //   residual_ln   bf16[R,768] x, r, f32[768] w, b -> bf16 s = x + r, bf16 layer_norm(s).
 //   transpose     bf16[16,1024,12,64] -> [16,12,1024,64]: strided_copy as scheduler/device_lower.cc
 //                 launches it (2048 elements per program, dims specialized); also "transpose_256"
-//                 (256 per program, run-time dims: the launch before session 7) for the same bytes.
+//                 (256 per program, run-time dims: the older launch) for the same bytes.
 //   concat        3 x bf16[R,768] -> [R,2304] (three strided copies into bands).
 //   slice         bf16[R,2304] columns [768,1536) -> [R,768].
 //   flat_copy     bf16[R,3072] -> bf16 (ops/kernels/cast_flat.h, the copy with no index math).

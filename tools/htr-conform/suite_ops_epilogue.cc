@@ -321,7 +321,7 @@ Outcome RunEpilogue(Fixture& fx, const EpilogueCase& c) {
         slack[idx] = 8 * kF32Eps * (mag * std::max(1.0, std::fabs(g)) + std::fabs(ref_c[idx]));
         // dgelu: one more half ulp (a product rounded to C's dtype before the multiply by
         // gelu'(pre): cuBLASLt's DGELU at this shape on an H200, 579 of 2560 elements beyond half an
-        // ulp in session 16, NMSE 5.4e-6); the NMSE bound still holds it to C's rounding.
+        // ulp, NMSE 5.4e-6); the NMSE bound still holds it to C's rounding.
         if (c.dt == HTR_DTYPE_BF16) slack[idx] += HalfUlpBf16(ref_c[idx]);
       } else {
         const double bv = has_bias ? bias.values[static_cast<size_t>(j)] : 0.0;

@@ -1,4 +1,4 @@
-// tools/probes/colsum_gemv.cu — session 18's probe: how fast can the bias gradients of gpt2's step
+// tools/probes/colsum_gemv.cu — a probe: how fast can the bias gradients of gpt2's step
 // (db[N] = sum over M rows of a bf16 dY[M,N], f32 result) run on this GPU? Not built by meson:
 //   /usr/local/cuda/bin/nvcc -O3 -arch=sm_90 tools/probes/colsum_gemv.cu -o colsum -lcublasLt && ./colsum
 // Times, for M = 16384 and N = 768, 2304, 3072 (the proj/fc2, qkv and fc1 biases):

@@ -1,5 +1,5 @@
-// tools/probes/cublaslt_bgrad.cu — session 12's probe of cuBLASLt's bias-gradient epilogues in the cuda
-// plugin's weight-gradient layout (plugins/cuda/README.md, "Session 12"). Not built by meson:
+// tools/probes/cublaslt_bgrad.cu — a probe of cuBLASLt's bias-gradient epilogues in the cuda
+// plugin's weight-gradient layout (plugins/cuda/README.md, "Tried and not faster"). Not built by meson:
 //   /usr/local/cuda/bin/nvcc -O2 -arch=sm_90 tools/probes/cublaslt_bgrad.cu -o bgrad -lcublasLt && ./bgrad
 // (on a machine with an NVIDIA GPU). Prints the heuristic's answer, the bias gradient's NMSE
 // against a double column sum, and us per call for each epilogue and shape.
