@@ -140,32 +140,53 @@ HTR_INLINE void htr_atomic_addi(int32_t* p, int32_t x) { __atomic_fetch_add((uin
 #else
 #define HTR_VW 4
 #endif
-typedef float htr_vf __attribute__((vector_size(HTR_VW * 4), aligned(4)));
+// Unaligned, and aliasing float: loads and stores through it are plain vector
+// moves (memcpy into a vector array made GCC keep the accumulators in memory).
+typedef float htr_vf __attribute__((vector_size(HTR_VW * 4), aligned(4), may_alias));
+// Rows of c a micro-tile keeps in registers: MR x 2 vector accumulators, the
+// 2 vectors of b's row and a's broadcast must fit the register file (32
+// registers with AVX-512: 8 x 2; 16 with AVX2 or SSE: 6 x 2 + 3 = 15, where
+// 8 x 2 spills an accumulator on every k).
+#if defined(__AVX512F__)
+#define HTR_MR 8
+#else
+#define HTR_MR 6
+#endif
+// c[m0 .. m0+MR, n0 .. n0+NV*VW] += a @ b over the whole K loop, the block
+// of c held in registers.
+template <int MR, int NV, int N, int K>
+HTR_INLINE void htr_dot_block(const float* __restrict a, const float* __restrict b, float* __restrict c, int m0, int n0) {
+  htr_vf acc[MR][NV];
+  HTR_UNROLL for (int i = 0; i < MR; ++i)
+    HTR_UNROLL for (int j = 0; j < NV; ++j)
+      acc[i][j] = *(const htr_vf*)(c + (m0 + i) * N + n0 + j * HTR_VW);
+  const float* ak = a + m0 * K;
+  const float* bk = b + n0;
+  for (int k = 0; k < K; ++k, ++ak, bk += N) {
+    htr_vf bv[NV];
+    HTR_UNROLL for (int j = 0; j < NV; ++j) bv[j] = *(const htr_vf*)(bk + j * HTR_VW);
+    HTR_UNROLL for (int i = 0; i < MR; ++i) {
+      const float av = ak[i * K];
+      HTR_UNROLL for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
+    }
+  }
+  HTR_UNROLL for (int i = 0; i < MR; ++i)
+    HTR_UNROLL for (int j = 0; j < NV; ++j)
+      *(htr_vf*)(c + (m0 + i) * N + n0 + j * HTR_VW) = acc[i][j];
+}
 // c[M,N] += a[M,K] @ b[K,N], row-major float arrays. Register-blocked: an
-// MR x (NV vectors) block of c stays in registers across the whole K loop.
+// MR x (NV vectors) block of c stays in registers across the whole K loop;
+// rows past the last whole block of MR run as one shorter block.
 template <int M, int N, int K>
 HTR_INLINE void htr_dot(const float* __restrict a, const float* __restrict b, float* __restrict c) {
   if constexpr (N % HTR_VW == 0) {
-    constexpr int NV = N / HTR_VW >= 2 ? 2 : 1;
-    constexpr int MR = M >= 8 ? 8 : M;
-    for (int m0 = 0; m0 < M; m0 += MR)
-      for (int n0 = 0; n0 < N; n0 += NV * HTR_VW) {
-        htr_vf acc[MR][NV];
-        HTR_UNROLL for (int i = 0; i < MR; ++i)
-          HTR_UNROLL for (int j = 0; j < NV; ++j)
-            std::memcpy(&acc[i][j], c + (m0 + i) * N + n0 + j * HTR_VW, sizeof(htr_vf));
-        for (int k = 0; k < K; ++k) {
-          htr_vf bv[NV];
-          HTR_UNROLL for (int j = 0; j < NV; ++j) std::memcpy(&bv[j], b + k * N + n0 + j * HTR_VW, sizeof(htr_vf));
-          HTR_UNROLL for (int i = 0; i < MR; ++i) {
-            const float av = a[(m0 + i) * K + k];
-            HTR_UNROLL for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
-          }
-        }
-        HTR_UNROLL for (int i = 0; i < MR; ++i)
-          HTR_UNROLL for (int j = 0; j < NV; ++j)
-            std::memcpy(c + (m0 + i) * N + n0 + j * HTR_VW, &acc[i][j], sizeof(htr_vf));
-      }
+    constexpr int NV = (N / HTR_VW) % 2 == 0 ? 2 : 1;
+    constexpr int MR = M >= HTR_MR ? HTR_MR : M;
+    constexpr int MB = M - M % MR;
+    for (int m0 = 0; m0 < MB; m0 += MR)
+      for (int n0 = 0; n0 < N; n0 += NV * HTR_VW) htr_dot_block<MR, NV, N, K>(a, b, c, m0, n0);
+    if constexpr (MB < M)
+      for (int n0 = 0; n0 < N; n0 += NV * HTR_VW) htr_dot_block<M - MB, NV, N, K>(a, b, c, MB, n0);
   } else {
     for (int m = 0; m < M; ++m)
       for (int k = 0; k < K; ++k) {

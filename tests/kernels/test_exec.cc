@@ -109,12 +109,9 @@ const char* const kModes[] = {"jit=compiler", "jit=interpreter"};
 // Runs the matmul kernel through the runtime; b may be given transposed
 // (stored [N,K]) to exercise strides.
 std::vector<float> run_matmul(Env& env, const char* mode, int M, int N, int K, bool b_transposed,
-                              const std::vector<float>& a, const std::vector<float>& b_kn) {
+                              const std::vector<float>& a, const std::vector<float>& b_kn,
+                              MatmulConfig cfg = MatmulConfig{32, 32, 16}) {
   std::vector<uint8_t> bytes;
-  MatmulConfig cfg;
-  cfg.bm = 32;
-  cfg.bn = 32;
-  cfg.bk = 16;
   REQUIRE(BuildMatmul(cfg, &bytes).message == "");
   std::vector<float> bstore = b_kn;
   int64_t sbk = N, sbn = 1;
@@ -130,7 +127,8 @@ std::vector<float> run_matmul(Env& env, const char* mode, int M, int N, int K, b
   htr_kernel_t* k = env.compile(bytes, mode);
   const htr_kernel_launch_arg_t args[] = {T(ta), T(tb), T(tc), I(M), I(N), I(K), I(K), I(1),
                                           I(sbk), I(sbn), I(N), I(1)};
-  const uint32_t grid[3] = {static_cast<uint32_t>((N + 31) / 32), static_cast<uint32_t>((M + 31) / 32), 1};
+  const uint32_t grid[3] = {static_cast<uint32_t>((N + cfg.bn - 1) / cfg.bn),
+                            static_cast<uint32_t>((M + cfg.bm - 1) / cfg.bm), 1};
   htr_status_t s = htr_kernel_launch(nullptr, k, grid, args, 12);
   INFO(msg(s));
   REQUIRE(s == nullptr);
@@ -202,6 +200,24 @@ TEST_CASE("matmul: JIT and interpreter match the reference", "[jit]") {
       CHECK(e <= 1e-7);
     }
     CHECK(Nmse(outs[0], std::vector<double>(outs[1].begin(), outs[1].end())) <= 1e-12);
+  }
+}
+
+// The C++ lowering's register-blocked dot runs whole blocks of rows and one
+// shorter block for the rest (6 rows a block with 16 vector registers, 8 with
+// 32), and one or two vectors of columns: tiles whose rows are no multiple of
+// either and whose columns are one vector, or none, must give the same result.
+TEST_CASE("matmul: the JIT's dot blocks at every tile shape match the reference", "[jit]") {
+  Env env;
+  const int M = 77, N = 53, K = 41;
+  auto a = Rand(static_cast<size_t>(M) * K, 5), b = Rand(static_cast<size_t>(K) * N, 6);
+  const auto ref = ref_matmul(a, b, M, N, K);
+  for (const MatmulConfig cfg : {MatmulConfig{128, 128, 32}, MatmulConfig{16, 8, 8}, MatmulConfig{64, 16, 4},
+                                 MatmulConfig{8, 32, 16}, MatmulConfig{4, 64, 8}}) {
+    const std::vector<float> out = run_matmul(env, kModes[0], M, N, K, false, a, b, cfg);
+    const double e = Nmse(out, ref);
+    INFO("tile " << cfg.bm << "x" << cfg.bn << "x" << cfg.bk << " NMSE " << e);
+    CHECK(e <= 1e-7);
   }
 }
 
