@@ -30,7 +30,7 @@ class _Count:
 
 
 count = _Count()
-args = ["-p", "no:cacheprovider", "-v", "--rootdir", HERE, HERE] + sys.argv[1:]
+args = ["-p", "no:cacheprovider", "-v", "--durations=5", "--rootdir", HERE, HERE] + sys.argv[1:]
 rc = int(pytest.main(args, plugins=[count]))
 if rc == 5 or (rc == 0 and count.collected == 0):
     print("run_pytest.py: pytest collected no tests", file=sys.stderr)
