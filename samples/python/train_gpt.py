@@ -17,7 +17,6 @@ flags and seed the per-step losses equal htr-train's
 JSON lines. fp16 (which needs dynamic loss scaling) is left to htr-train.
 """
 import argparse
-import json
 import math
 import os
 import sys
