@@ -163,3 +163,28 @@ def test_non_host_memory_is_refused_with_a_reason(cpu):
     if torch.cuda.is_available():
         with pytest.raises(BufferError, match="kDLCUDA"):
             htr.from_dlpack(torch.ones(2, device="cuda"), cpu)
+
+
+def test_device_memory_exports_only_as_a_host_copy(rt, cpu):
+    # A device without host access (vulkan:0 on lavapipe here, cuda:N on a GPU).
+    devs = [d for d in rt.devices if not d.host_accessible]
+    if not devs:
+        pytest.skip("no device without host access")
+    d = devs[0]
+    a = np.arange(8, dtype=np.float32)
+    t = htr.from_numpy(a, d)
+    kind, index = t.__dlpack_device__()
+    assert kind != dlpack.kDLCPU
+    with pytest.raises(BufferError, match=d.id):
+        t.__dlpack__()
+    with pytest.raises(BufferError, match="copy=False"):
+        t.__dlpack__(dl_device=(dlpack.kDLCPU, 0), copy=False)
+    c = t.__dlpack__(dl_device=(dlpack.kDLCPU, 0), max_version=(1, 0))
+    vp = ctypes.cast(ctypes.pythonapi.PyCapsule_GetPointer(ctypes.py_object(c), b"dltensor_versioned"),
+                     ctypes.POINTER(htr._structs.DLManagedTensorVersioned))
+    assert vp.contents.flags & dlpack.FLAG_IS_COPIED
+    assert vp.contents.dl_tensor.device.device_type == dlpack.kDLCPU
+    u = htr.from_dlpack(c, cpu)
+    np.testing.assert_array_equal(u.numpy(), a)
+    with pytest.raises(BufferError, match="not host-accessible"):
+        htr.from_dlpack(a, d)
