@@ -88,6 +88,18 @@ if ! /usr/bin/python3 -c 'import safetensors' 2>/dev/null; then
   fi
 fi
 
+# pytest runs the python suite (tests/python: the python/htr bindings,
+# issue 40); without it that suite fails and says how to install it.
+if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
+  if [[ $(id -u) -eq 0 ]]; then
+    note "installing pytest for /usr/bin/python3 (pip)"
+    /usr/bin/python3 -m pip install --quiet --break-system-packages pytest
+  else
+    echo "tools/test.sh: the python suite needs pytest; to install it:" >&2
+    echo "  /usr/bin/python3 -m pip install --user --break-system-packages pytest" >&2
+  fi
+fi
+
 # -------------------------------------------------------------- helpers
 # setup_build <dir> [meson options...]: configure or reconfigure.
 setup_build() {
