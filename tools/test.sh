@@ -88,8 +88,8 @@ if ! /usr/bin/python3 -c 'import safetensors' 2>/dev/null; then
   fi
 fi
 
-# pytest runs the python suite (tests/python: the python/htr bindings,
-# issue 40); without it that suite fails and says how to install it.
+# pytest runs the python suite (tests/python: the python/htr bindings);
+# without it that suite fails and says how to install it.
 if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
   if [[ $(id -u) -eq 0 ]]; then
     note "installing pytest for /usr/bin/python3 (pip)"
@@ -97,6 +97,22 @@ if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
   else
     echo "tools/test.sh: the python suite needs pytest; to install it:" >&2
     echo "  /usr/bin/python3 -m pip install --user --break-system-packages pytest" >&2
+  fi
+fi
+
+# tokenizers and transformers (PyPI) are the references for htr-train's byte-level BPE and
+# Hugging Face checkpoints (tests/train/tokenizer_test.py, hf_checkpoint_test.py). transformers
+# is pinned to 4.46.3, which runs on Debian 12's python3-torch 1.13 (5.x needs torch >= 2.6 and
+# then offers no models); it brings tokenizers 0.20.3.
+HF_PROBE='import tokenizers, torch; from transformers import GPT2Config as C, GPT2LMHeadModel as M
+M(C(n_layer=1, n_embd=8, n_head=1, n_positions=8, vocab_size=8))'
+if ! /usr/bin/python3 -c "$HF_PROBE" >/dev/null 2>&1; then
+  if [[ $(id -u) -eq 0 ]]; then
+    note "installing transformers 4.46.3 and tokenizers for /usr/bin/python3 (pip)"
+    /usr/bin/python3 -m pip install --quiet --break-system-packages "transformers==4.46.3" tokenizers
+  else
+    echo "tools/test.sh: the tokenizer and Hugging Face checkpoint tests will be skipped; to run them:" >&2
+    echo "  /usr/bin/python3 -m pip install --user --break-system-packages 'transformers==4.46.3' tokenizers" >&2
   fi
 fi
 

@@ -72,6 +72,12 @@ eval       --eval-every N  --eval-batches N  --sample-tokens N  --temperature X 
            --prompt TEXT
 display    --progress auto|bar|plain  --print-every N  --print-plan
            --profile FILE (trace of the training steps; read it with htr-prof FILE)
+tokens     --tokenizer tokenizer.json (Hugging Face byte-level BPE: encodes the text
+           corpus once into <out-dir>/tokens-<hash>.bin, decodes the sample; vocab from it)
+           --data also takes llm.c token files (magic 20240520; vocab 50257 unless
+           --vocab N, --tokenizer or --init-from say otherwise)
+hf         --init-from DIR (a `transformers` save_pretrained directory: config.json +
+           model.safetensors)  --save-hf DIR (writes one that `transformers` loads)
 )" + std::string(MemoryUsage());
 }
 
@@ -181,6 +187,10 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
       {"--print-every", int_flag(&c->print_every, 1)},
       {"--kill-after-step", int_flag(&c->kill_after_step, 0)},
       {"--profile", str_flag(&c->profile)},
+      // Tokens and Hugging Face checkpoints (tokenizer.h, token_file.h, hf_io.h).
+      {"--tokenizer", str_flag(&c->tokenizer)},
+      {"--vocab", int_flag(&c->vocab, 1)},
+      {"--save-hf", str_flag(&c->save_hf)},
   };
   for (size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
@@ -209,6 +219,7 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
     if (!err.empty()) return w + ": " + err;
     if (w == "--heads") c->heads_set = true;
     if (w == "--seq") c->seq_set = true;
+    if (w == "--vocab") c->vocab_set = true;
   }
   c->seed = static_cast<uint64_t>(seed);
   c->threads = static_cast<uint32_t>(threads);

@@ -67,6 +67,11 @@ struct Config {
 
   MemoryFlags memory;  // --precision, --recompute, --memory-budget, --memory-report (memory.h)
 
+  // Tokens and Hugging Face checkpoints (tokenizer.h, token_file.h, hf_io.h).
+  std::string tokenizer;  // --tokenizer tokenizer.json: encode the text corpus, decode samples
+  std::string save_hf;    // --save-hf DIR: config.json + model.safetensors for `transformers`
+  bool vocab_set = false; // --vocab N given (token files without tokenizer or checkpoint)
+
   // Testing aid: send SIGKILL to ourselves right after this step (-1 = off).
   int64_t kill_after_step = -1;
 

@@ -81,21 +81,24 @@ std::string LoadCorpus(const std::string& path, double val_fraction, int64_t min
   return "";
 }
 
-double UnigramEntropy(const std::vector<uint8_t>& bytes) {
-  if (bytes.empty()) return 0.0;
-  double counts[256] = {0};
-  for (uint8_t b : bytes) counts[b] += 1.0;
-  double h = 0.0, n = static_cast<double>(bytes.size());
+double UnigramEntropy(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) return 0.0;
+  std::vector<double> counts(256, 0.0);
+  for (int32_t t : tokens) {
+    if (static_cast<size_t>(t) >= counts.size()) counts.resize(static_cast<size_t>(t) + 1, 0.0);
+    counts[static_cast<size_t>(t)] += 1.0;
+  }
+  double h = 0.0, n = static_cast<double>(tokens.size());
   for (double c : counts)
     if (c > 0) h -= (c / n) * std::log(c / n);
   return h;
 }
 
-BatchSampler::BatchSampler(const std::vector<uint8_t>* data, int64_t seq, bool sequential,
+BatchSampler::BatchSampler(const std::vector<int32_t>* data, int64_t seq, bool sequential,
                            uint64_t seed)
     : data_(data), seq_(seq), sequential_(sequential), rng_(seed ^ 0xda7a5eedull) {}
 
-static void FillRow(const std::vector<uint8_t>& data, int64_t seq, int64_t start, int64_t row,
+static void FillRow(const std::vector<int32_t>& data, int64_t seq, int64_t start, int64_t row,
                     Batch* out) {
   for (int64_t t = 0; t < seq; ++t) {
     out->inputs[static_cast<size_t>(row * seq + t)] = data[static_cast<size_t>(start + t)];
@@ -122,7 +125,7 @@ void BatchSampler::Fill(int64_t step, int64_t rows_per_step, int64_t first_row, 
   }
 }
 
-void FillEvalBatch(const std::vector<uint8_t>& data, int64_t seq, int64_t index, int64_t rows,
+void FillEvalBatch(const std::vector<int32_t>& data, int64_t seq, int64_t index, int64_t rows,
                    Batch* out) {
   out->inputs.resize(static_cast<size_t>(rows * seq));
   out->targets.resize(static_cast<size_t>(rows * seq));

@@ -14,8 +14,8 @@ namespace htr_train {
 
 struct Corpus {
   std::string source;  // file name, or the fortunes directory
-  std::vector<uint8_t> train;
-  std::vector<uint8_t> val;
+  std::vector<int32_t> train;  // token ids (bytes 0..255 for a byte corpus; token_file.h)
+  std::vector<int32_t> val;
 };
 
 // Default corpus: every regular file in /usr/share/games/fortunes (sorted by
@@ -28,8 +28,8 @@ extern const char kFortunesDir[];
 std::string LoadCorpus(const std::string& path, double val_fraction, int64_t min_len,
                        Corpus* out);
 
-// Unigram (byte frequency) entropy of `bytes`, in nats.
-double UnigramEntropy(const std::vector<uint8_t>& bytes);
+// Unigram (token frequency) entropy of `tokens` (ids >= 0), in nats.
+double UnigramEntropy(const std::vector<int32_t>& tokens);
 
 // Batch of `rows` windows of `seq` tokens: inputs and the next-token targets.
 struct Batch {
@@ -43,14 +43,14 @@ struct Batch {
 // from the sampler's RNG, whose state is part of a training checkpoint.
 class BatchSampler {
  public:
-  BatchSampler(const std::vector<uint8_t>* data, int64_t seq, bool sequential, uint64_t seed);
+  BatchSampler(const std::vector<int32_t>* data, int64_t seq, bool sequential, uint64_t seed);
   // Fills `rows` rows for step `step`, rows starting at row index
   // `first_row` of that step (for gradient accumulation micro-batches).
   void Fill(int64_t step, int64_t rows_per_step, int64_t first_row, int64_t rows, Batch* out);
   Rng& rng() { return rng_; }
 
  private:
-  const std::vector<uint8_t>* data_;
+  const std::vector<int32_t>* data_;
   int64_t seq_;
   bool sequential_;
   Rng rng_;
@@ -58,7 +58,7 @@ class BatchSampler {
 
 // Fixed validation windows: row r of eval batch i starts at
 // ((i * rows + r) * seq) mod (len - seq - 1).
-void FillEvalBatch(const std::vector<uint8_t>& data, int64_t seq, int64_t index, int64_t rows,
+void FillEvalBatch(const std::vector<int32_t>& data, int64_t seq, int64_t index, int64_t rows,
                    Batch* out);
 
 }  // namespace htr_train

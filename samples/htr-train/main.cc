@@ -17,11 +17,14 @@
 #include "args.h"
 #include "checkpointing.h"
 #include "data.h"
+#include "hf_io.h"
 #include "htr/htr.hpp"
 #include "model.h"
 #include "optimizer.h"
 #include "profile.h"
 #include "progress.h"
+#include "token_file.h"
+#include "tokenizer.h"
 #include "trainer.h"
 #include "weights_io.h"
 
@@ -126,10 +129,24 @@ int Main(int argc, char** argv) {
   std::string resume_path = c.resume == "auto" ? c.checkpoint_dir + "/checkpoint.safetensors" : c.resume;
   std::string weights_path = !resume_path.empty() ? resume_path : c.init_from;
   std::string prefix;
+  ModelShape hf_config;  // --init-from's config.json, when there is one (hf_io.h)
+  bool has_hf_config = false;
+  if (resume_path.empty() && !c.init_from.empty()) {
+    err = ResolveHfInit(c.init_from, &weights_path, &hf_config, &has_hf_config);
+    if (!err.empty()) return Fail(err);
+  }
   if (!weights_path.empty()) {
     err = InspectWeights(weights_path, &m, &prefix);
     if (!err.empty()) return Fail(err);
     m.heads = c.heads_set ? c.heads : std::max<int64_t>(1, m.width / 64);
+  }
+  if (has_hf_config) {
+    err = CheckHfShape(weights_path, m, hf_config);
+    if (!err.empty()) return Fail(err);
+    if (c.heads_set && c.heads != hf_config.heads)
+      return Fail(c.init_from + ": config.json has n_head " + std::to_string(hf_config.heads) +
+                  ", --heads says " + std::to_string(c.heads));
+    m.heads = hf_config.heads;
   }
   const int64_t seq = c.seq_set ? c.seq : std::min(c.ctx, m.ctx);
   if (seq > m.ctx)
@@ -148,12 +165,38 @@ int Main(int argc, char** argv) {
   }
   if (m.heads <= 0 || m.width % m.heads != 0)
     return Fail("width " + std::to_string(m.width) + " is not divisible by " + std::to_string(m.heads) + " heads");
-  if (m.vocab < 256)
+  // Token data (token_file.h): the vocabulary comes from the checkpoint, else
+  // --vocab, the tokenizer, or GPT-2's 50257 for a llm.c token file.
+  Tokenizer tokenizer;
+  if (!c.tokenizer.empty()) {
+    err = tokenizer.Load(c.tokenizer);
+    if (!err.empty()) return Fail(err);
+  }
+  const bool token_data = !c.tokenizer.empty() || IsTokenFile(c.data);
+  if (!weights_path.empty() && c.vocab_set && c.vocab != m.vocab)
+    return Fail(weights_path + ": vocabulary of " + std::to_string(m.vocab) + ", --vocab says " +
+                std::to_string(c.vocab));
+  if (weights_path.empty() && (token_data || c.vocab_set))
+    m.vocab = c.vocab_set ? c.vocab : !c.tokenizer.empty() ? tokenizer.vocab_size() : 50257;
+  if (!c.tokenizer.empty() && tokenizer.vocab_size() > m.vocab)
+    return Fail(c.tokenizer + ": vocabulary of " + std::to_string(tokenizer.vocab_size()) +
+                " is larger than the model's " + std::to_string(m.vocab));
+  if (!token_data && m.vocab < 256)
     return Fail((weights_path.empty() ? std::string("model") : weights_path) + ": vocabulary of " +
                 std::to_string(m.vocab) + " is smaller than the 256 byte tokens");
 
   Corpus corpus;
-  err = LoadCorpus(c.data, c.val_fraction, seq + 2, &corpus);
+  if (token_data) {
+    std::string note;
+    err = MakeDirs(c.out_dir);  // the token cache lives there
+    if (err.empty())
+      err = LoadTokenCorpus(c.data, c.tokenizer.empty() ? nullptr : &tokenizer, c.out_dir, m.vocab,
+                            c.val_fraction, seq + 2, &corpus, &note);
+    if (!err.empty()) return Fail(err);
+    std::printf("htr-train: tokens: %s\n", note.c_str());
+  } else {
+    err = LoadCorpus(c.data, c.val_fraction, seq + 2, &corpus);
+  }
   if (!err.empty()) return Fail(err);
   const double unigram = UnigramEntropy(corpus.train);
 
@@ -167,8 +210,9 @@ int Main(int argc, char** argv) {
               device.id(), static_cast<long long>(m.layers), static_cast<long long>(m.width),
               static_cast<long long>(m.heads), static_cast<long long>(m.ctx),
               static_cast<long long>(m.vocab), static_cast<double>(m.NumParams()) / 1e6);
-  std::printf("htr-train: data %s: %zu train + %zu validation bytes; unigram entropy %.4f nats\n",
-              corpus.source.c_str(), corpus.train.size(), corpus.val.size(), unigram);
+  std::printf("htr-train: data %s: %zu train + %zu validation %s; unigram entropy %.4f nats\n",
+              corpus.source.c_str(), corpus.train.size(), corpus.val.size(), token_data ? "tokens" : "bytes",
+              unigram);
   std::printf("htr-train: batch %lld x %lld tokens x %lld accumulation, %lld steps, lr %g (%s, warmup %lld)\n",
               static_cast<long long>(c.batch), static_cast<long long>(seq),
               static_cast<long long>(c.grad_accum), static_cast<long long>(c.steps), c.lr,
@@ -193,7 +237,7 @@ int Main(int argc, char** argv) {
                 static_cast<long long>(state.next_step));
   } else if (!c.init_from.empty()) {
     std::vector<std::string> ignored;
-    err = trainer.LoadFrom(c.init_from, prefix, /*moments=*/false, &ignored);
+    err = trainer.LoadFrom(weights_path, prefix, /*moments=*/false, &ignored);
     if (!err.empty()) return Fail(err);
     for (const std::string& n : ignored)
       std::fprintf(stderr, "htr-train: warning: %s: tensor '%s' ignored\n", c.init_from.c_str(), n.c_str());
@@ -291,6 +335,12 @@ int Main(int argc, char** argv) {
   const std::string weights_out = c.save_weights.empty() ? c.out_dir + "/model.safetensors" : c.save_weights;
   err = trainer.Save(weights_out, false, {{"format", "pt"}});
   if (!err.empty()) return Fail(err);
+  if (!c.save_hf.empty()) {  // --save-hf DIR (hf_io.h)
+    err = MakeDirs(c.save_hf);
+    if (err.empty()) err = WriteHfConfig(c.save_hf, m);
+    if (err.empty()) err = trainer.Save(c.save_hf + "/model.safetensors", false, {{"format", "pt"}});
+    if (!err.empty()) return Fail(err);
+  }
   const std::string csv = c.out_dir + "/loss.csv", svg = c.out_dir + "/loss.svg";
   err = state.history.WriteCsv(csv);
   if (err.empty()) err = state.history.WriteSvg(svg, unigram);
@@ -298,7 +348,18 @@ int Main(int argc, char** argv) {
   std::string sample_path;
   if (c.sample_tokens > 0) {
     std::string text;
-    err = trainer.Sample(c.prompt, c.sample_tokens, c.temperature, c.seed, &text);
+    if (token_data) {  // token ids: decoded with the tokenizer, else written as numbers
+      std::vector<int32_t> prompt, ids;
+      if (!c.tokenizer.empty()) err = tokenizer.Encode(c.prompt, &prompt);
+      if (!err.empty()) return Fail("--prompt: " + err);
+      const int64_t limit = c.tokenizer.empty() ? m.vocab : tokenizer.vocab_size();
+      err = trainer.SampleIds(prompt, c.sample_tokens, c.temperature, c.seed, limit, &ids);
+      if (err.empty() && !c.tokenizer.empty()) err = tokenizer.Decode(ids, &text);
+      if (c.tokenizer.empty())
+        for (int32_t id : ids) text += " " + std::to_string(id);
+    } else {
+      err = trainer.Sample(c.prompt, c.sample_tokens, c.temperature, c.seed, &text);
+    }
     if (!err.empty()) return Fail(err);
     sample_path = c.out_dir + "/sample.txt";
     err = WriteText(sample_path, c.prompt + text);
@@ -315,6 +376,7 @@ int Main(int argc, char** argv) {
   std::printf("htr-train: loss curve %s (CSV %s)\nhtr-train: checkpoint %s\nhtr-train: weights %s\n",
               svg.c_str(), csv.c_str(), ckpt_path.c_str(), weights_out.c_str());
   if (!sample_path.empty()) std::printf("htr-train: sample %s\n", sample_path.c_str());
+  if (!c.save_hf.empty()) std::printf("htr-train: Hugging Face checkpoint %s\n", c.save_hf.c_str());
   return 0;
 }
 

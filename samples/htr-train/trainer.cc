@@ -262,7 +262,7 @@ std::string Trainer::CopyParamsTo(Executable* dst) {
   return "";
 }
 
-std::string Trainer::Evaluate(const std::vector<uint8_t>& data, int64_t batches, double* out) {
+std::string Trainer::Evaluate(const std::vector<int32_t>& data, int64_t batches, double* out) {
   std::string err;
   if (eval_.get() == nullptr) {
     GraphBuilder g;
@@ -293,6 +293,17 @@ std::string Trainer::Evaluate(const std::vector<uint8_t>& data, int64_t batches,
 
 std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double temperature,
                             uint64_t seed, std::string* out) {
+  std::vector<int32_t> ids(prompt.begin(), prompt.end()), picked;
+  for (int32_t& id : ids) id &= 0xff;
+  // Only byte tokens can be printed: restrict to the first 256 entries.
+  std::string err = SampleIds(ids, tokens, temperature, seed, std::min<int64_t>(m_.vocab, 256), &picked);
+  out->clear();
+  for (int32_t id : picked) out->push_back(static_cast<char>(id));
+  return err;
+}
+
+std::string Trainer::SampleIds(const std::vector<int32_t>& prompt, int64_t tokens, double temperature,
+                               uint64_t seed, int64_t vocab_limit, std::vector<int32_t>* out) {
   const int64_t T = seq_;
   std::string err;
   if (sampler_.get() == nullptr) {
@@ -305,8 +316,7 @@ std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double te
   }
   err = CopyParamsTo(&sampler_);
   if (!err.empty()) return "sampling: " + err;
-  std::vector<int32_t> ctx;
-  for (unsigned char ch : prompt) ctx.push_back(ch);
+  std::vector<int32_t> ctx = prompt;
   if (ctx.empty()) ctx.push_back('\n');
   Rng rng(seed ^ 0x5a3b1e5ull);
   std::vector<int32_t> window(static_cast<size_t>(T));
@@ -329,8 +339,7 @@ std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double te
     }
     if (!err.empty()) return err;
     const float* row = logits.data() + (len - 1) * static_cast<size_t>(m_.vocab);
-    // Only byte tokens can be printed: restrict to the first 256 entries.
-    const int64_t V = std::min<int64_t>(m_.vocab, 256);
+    const int64_t V = std::min<int64_t>(m_.vocab, vocab_limit);
     int64_t pick = 0;
     if (temperature <= 0) {
       for (int64_t v = 1; v < V; ++v)
@@ -348,7 +357,7 @@ std::string Trainer::Sample(const std::string& prompt, int64_t tokens, double te
       }
     }
     ctx.push_back(static_cast<int32_t>(pick));
-    out->push_back(static_cast<char>(pick));
+    out->push_back(static_cast<int32_t>(pick));
   }
   return "";
 }

@@ -69,11 +69,15 @@ class Trainer {
   std::string Step(int64_t step, double lr, BatchSampler* sampler, StepResult* out);
 
   // Mean validation loss over `batches` fixed batches of `data`.
-  std::string Evaluate(const std::vector<uint8_t>& data, int64_t batches, double* out);
+  std::string Evaluate(const std::vector<int32_t>& data, int64_t batches, double* out);
 
   // Generates `tokens` bytes after `prompt`; temperature 0 is greedy.
   std::string Sample(const std::string& prompt, int64_t tokens, double temperature,
                      uint64_t seed, std::string* out);
+  // Generates `tokens` ids after the ids `prompt` (empty: a newline),
+  // choosing among the first `vocab_limit` entries of the vocabulary.
+  std::string SampleIds(const std::vector<int32_t>& prompt, int64_t tokens, double temperature,
+                        uint64_t seed, int64_t vocab_limit, std::vector<int32_t>* out);
 
  private:
   std::string Compile(GraphBuilder& g, Executable* exe);
