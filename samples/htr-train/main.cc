@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "args.h"
@@ -20,8 +21,10 @@
 #include "htr/htr.hpp"
 #include "model.h"
 #include "optimizer.h"
+#include "outputs.h"
 #include "profile.h"
 #include "progress.h"
+#include "run_limits.h"
 #include "trainer.h"
 #include "weights_io.h"
 
@@ -147,10 +150,26 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "htr-train: warning: resuming with different settings:%s\n", warnings.c_str());
   }
   if (m.heads <= 0 || m.width % m.heads != 0)
-    return Fail("width " + std::to_string(m.width) + " is not divisible by " + std::to_string(m.heads) + " heads");
+    return Fail((weights_path.empty() ? std::string("model") : weights_path) + ": width " + std::to_string(m.width) +
+                " is not divisible by " + std::to_string(m.heads) + " heads");
   if (m.vocab < 256)
     return Fail((weights_path.empty() ? std::string("model") : weights_path) + ": vocabulary of " +
                 std::to_string(m.vocab) + " is smaller than the 256 byte tokens");
+  // Every size, from flags or the file, through one check before anything is allocated.
+  err = CheckRunSizes(c, m, seq, weights_path.empty() ? std::string("model") : weights_path, device.get());
+  if (!err.empty()) return Fail(err);
+  // Every output location, before the first step (outputs.h).
+  {
+    const std::string weights_file = c.save_weights.empty() ? c.out_dir + "/model.safetensors" : c.save_weights;
+    const std::pair<const char*, std::string> files[] = {
+        {"--save-weights", weights_file}, {"--save-init", c.save_init}, {"--log-json", c.log_json},
+        {"--profile", c.profile}};
+    for (const auto& f : files) {
+      if (f.second.empty() || (f.first == std::string("--save-weights") && c.save_weights.empty())) continue;
+      err = CheckOutputFile(f.first, f.second);
+      if (!err.empty()) return Fail(err);
+    }
+  }
 
   Corpus corpus;
   err = LoadCorpus(c.data, c.val_fraction, seq + 2, &corpus);
@@ -161,6 +180,13 @@ int Main(int argc, char** argv) {
     err = MakeDirs(dir);
     if (!err.empty()) return Fail(err);
   }
+  err = CheckOutputDir("--out-dir", c.out_dir);
+  if (err.empty()) err = CheckOutputDir("--checkpoint-dir", c.checkpoint_dir);
+  for (const char* name : {"/loss.csv", "/loss.svg", "/sample.txt"})
+    if (err.empty()) err = CheckOutputFile("--out-dir", c.out_dir + name);
+  if (err.empty()) err = CheckOutputFile("--checkpoint-dir", c.checkpoint_dir + "/checkpoint.safetensors");
+  if (err.empty() && c.save_weights.empty()) err = CheckOutputFile("--out-dir", c.out_dir + "/model.safetensors");
+  if (!err.empty()) return Fail(err);
 
   std::printf("htr-train: device %s | model %lld layers, width %lld, %lld heads, ctx %lld, vocab %lld "
               "(%.2fM parameters)\n",
@@ -185,6 +211,8 @@ int Main(int argc, char** argv) {
   if (!resume_path.empty()) {
     err = trainer.LoadFrom(resume_path, prefix, /*moments=*/true, nullptr);
     if (!err.empty()) return Fail(err);
+    if (const std::string bad = trainer.NonFiniteParam(); !bad.empty())  // not a --lr problem
+      return Fail(resume_path + ": tensor '" + prefix + bad + "' holds NaN or Inf: the weights are corrupt");
     if (!sampler.rng().Load(state.data_rng)) return Fail(resume_path + ": metadata 'data_rng' is malformed");
     // Drop history past the checkpoint (a killed run may have logged more).
     auto& recs = state.history.records();
@@ -195,8 +223,10 @@ int Main(int argc, char** argv) {
     std::vector<std::string> ignored;
     err = trainer.LoadFrom(c.init_from, prefix, /*moments=*/false, &ignored);
     if (!err.empty()) return Fail(err);
+    if (const std::string bad = trainer.NonFiniteParam(); !bad.empty())  // not a --lr problem
+      return Fail(c.init_from + ": tensor '" + prefix + bad + "' holds NaN or Inf: the weights are corrupt");
     for (const std::string& n : ignored)
-      std::fprintf(stderr, "htr-train: warning: %s: tensor '%s' ignored\n", c.init_from.c_str(), n.c_str());
+      std::fprintf(stderr, "htr-train: warning: %s: tensor '%s' ignored\n", c.init_from.c_str(), Shown(n).c_str());
   } else {
     err = trainer.SetParams(InitParams(trainer.specs(), c.seed));
     if (!err.empty()) return Fail(err);
@@ -209,7 +239,7 @@ int Main(int argc, char** argv) {
 
   Progress progress(c.progress, c.steps, c.print_every);
   if (!c.log_json.empty()) {
-    err = progress.OpenJsonLog(c.log_json);
+    err = progress.OpenJsonLog(c.log_json, resume_path.empty() ? -1 : state.next_step);
     if (!err.empty()) return Fail(err);
   }
   const std::string ckpt_path = c.checkpoint_dir + "/checkpoint.safetensors";
@@ -260,6 +290,10 @@ int Main(int argc, char** argv) {
     progress.SetLive(live.Line(tokens_per_step / dt));
     progress.Step(step, r.loss, lr, tokens_per_step / dt, r.grad_norm,
                   std::chrono::duration<double>(Clock::now() - start).count(), done);
+    if (!progress.JsonError().empty()) {  // --log-json on a full disk: stop, say so (exit 1)
+      progress.Finish();
+      return Fail("--log-json " + progress.JsonError());
+    }
     if (c.eval_every > 0 && (step + 1) % c.eval_every == 0 && step + 1 < c.steps) {
       err = evaluate(step);
       if (!err.empty()) return Fail(err);
@@ -321,4 +355,14 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace htr_train
 
-int main(int argc, char** argv) { return htr_train::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // A last resort: every size is checked before allocation (run_limits.h), but an allocation the
+  // estimate did not foresee must still end in one line and exit 1, not an abort.
+  try {
+    return htr_train::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "htr-train: error: out of host memory\n");
+    return 1;
+  }
+}
