@@ -136,7 +136,7 @@ StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Probe(const std::string&
 
   // A truncated shared object would SIGBUS the host inside dlopen (elf_check.h).
   if (std::string why = CheckPluginElf(path); !why.empty())
-    return Error(HTR_STATUS_UNAVAILABLE, "not loadable: {}", why);
+    return Error(HTR_STATUS_UNAVAILABLE, "not loadable: {}: {}", path, why);
 
   std::unique_ptr<PluginLibrary> lib(new PluginLibrary());
   lib->path_ = path;

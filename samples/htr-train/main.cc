@@ -158,18 +158,6 @@ int Main(int argc, char** argv) {
   // Every size, from flags or the file, through one check before anything is allocated.
   err = CheckRunSizes(c, m, seq, weights_path.empty() ? std::string("model") : weights_path, device.get());
   if (!err.empty()) return Fail(err);
-  // Every output location, before the first step (outputs.h).
-  {
-    const std::string weights_file = c.save_weights.empty() ? c.out_dir + "/model.safetensors" : c.save_weights;
-    const std::pair<const char*, std::string> files[] = {
-        {"--save-weights", weights_file}, {"--save-init", c.save_init}, {"--log-json", c.log_json},
-        {"--profile", c.profile}};
-    for (const auto& f : files) {
-      if (f.second.empty() || (f.first == std::string("--save-weights") && c.save_weights.empty())) continue;
-      err = CheckOutputFile(f.first, f.second);
-      if (!err.empty()) return Fail(err);
-    }
-  }
 
   Corpus corpus;
   err = LoadCorpus(c.data, c.val_fraction, seq + 2, &corpus);
@@ -187,6 +175,18 @@ int Main(int argc, char** argv) {
   if (err.empty()) err = CheckOutputFile("--checkpoint-dir", c.checkpoint_dir + "/checkpoint.safetensors");
   if (err.empty() && c.save_weights.empty()) err = CheckOutputFile("--out-dir", c.out_dir + "/model.safetensors");
   if (!err.empty()) return Fail(err);
+  // Every output location, before the first step (outputs.h); after the directories exist, since
+  // a file may name one of them.
+  {
+    const std::pair<const char*, std::string> files[] = {
+        {"--save-weights", c.save_weights}, {"--save-init", c.save_init}, {"--log-json", c.log_json},
+        {"--profile", c.profile}};
+    for (const auto& f : files) {
+      if (f.second.empty()) continue;
+      err = CheckOutputFile(f.first, f.second);
+      if (!err.empty()) return Fail(err);
+    }
+  }
 
   std::printf("htr-train: device %s | model %lld layers, width %lld, %lld heads, ctx %lld, vocab %lld "
               "(%.2fM parameters)\n",
