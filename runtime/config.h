@@ -66,6 +66,14 @@ const char* ConfigGetCached(const char* key) noexcept;
 // Parses "error|warn|info|debug|trace" (case-insensitive) or a digit 0-4.
 std::optional<htr_log_level_t> ParseLogLevel(const std::string& text);
 
+// Checks every HTR_* variable this build knows (the table in config.cc) strictly: a switch must be
+// 0/off/false/1/on/true (plus the extra words a few accept, e.g. "force"), a choice one of its
+// listed values, a count an integer in its range, HTR_LOG a level, HTR_CACHE_DIR a directory that
+// exists or can be created and is writable. Empty values count as unset. Returns "" when all are
+// valid, else, per bad variable (joined by "; "), its name, its value and the valid values.
+// htr_runtime_create fails with INVALID_ARGUMENT on a non-empty result.
+std::string CheckEnvironment();
+
 // Splits on `sep`, trims spaces, drops empty items.
 std::vector<std::string> SplitList(const std::string& text, char sep);
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <set>
 
 #include "runtime/config.h"
+#include "runtime/elf_check.h"
 #include "runtime/log.h"
 
 #ifndef HTR_PLUGIN_INSTALL_DIR
@@ -132,6 +134,10 @@ StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Probe(const std::string&
     return Error(HTR_STATUS_INVALID_ARGUMENT,
                  "file name is not libhtr_<name>.so (name: letters, digits, '_')");
 
+  // A truncated shared object would SIGBUS the host inside dlopen (elf_check.h).
+  if (std::string why = CheckPluginElf(path); !why.empty())
+    return Error(HTR_STATUS_UNAVAILABLE, "not loadable: {}: {}", path, why);
+
   std::unique_ptr<PluginLibrary> lib(new PluginLibrary());
   lib->path_ = path;
   dlerror();
@@ -242,6 +248,15 @@ std::vector<std::string> SearchPath(const SearchOptions& options) {
     for (const std::string& d : SplitList(*options.env_plugin_path, ':')) {
       if (d[0] != '/') {
         Log(HTR_LOG_WARN, "HTR_PLUGIN_PATH entry '{}' is not absolute; skipped", d);
+        continue;
+      }
+      struct stat st;
+      if (::stat(d.c_str(), &st) != 0) {
+        Log(HTR_LOG_WARN, "HTR_PLUGIN_PATH entry '{}' skipped: {}", d, std::strerror(errno));
+        continue;
+      }
+      if (!S_ISDIR(st.st_mode)) {
+        Log(HTR_LOG_WARN, "HTR_PLUGIN_PATH entry '{}' skipped: not a directory", d);
         continue;
       }
       add(d);

@@ -151,6 +151,8 @@ HTR_API htr_status_t htr_runtime_create(const htr_runtime_options_t* options,
       }
     }
     htr::rt::Config cfg = htr::rt::ReadConfig();
+    if (const std::string bad = htr::rt::CheckEnvironment(); !bad.empty())
+      return Error(HTR_STATUS_INVALID_ARGUMENT, "environment: {}", bad);
     so.env_plugin_path = cfg.plugin_path;
     if (cfg.layers && !htr::rt::SplitList(*cfg.layers, ',').empty())
       htr::rt::Log(HTR_LOG_WARN, "HTR_LAYERS='{}' ignored: this build has no layers", *cfg.layers);

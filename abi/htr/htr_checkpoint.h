@@ -15,10 +15,15 @@
  * Reader contract (htr_checkpoint_open). The file is rejected — with
  * HTR_STATUS_DATA_LOSS for damaged files and HTR_STATUS_INVALID_ARGUMENT /
  * HTR_STATUS_UNIMPLEMENTED for well-formed but unusable ones — unless:
- *   - it is at least 8 bytes long, N <= HTR_CHECKPOINT_MAX_HEADER_BYTES
+ *   - it is a regular file (opened without blocking: a FIFO or device is
+ *     rejected, never waited on), at least 8 bytes long,
+ *     N <= HTR_CHECKPOINT_MAX_HEADER_BYTES
  *     (100 MB; checked before any parsing) and 8 + N <= file size;
  *   - the header is valid UTF-8 JSON whose top level is an object, with no
- *     duplicate key in any object (duplicate tensor names are an error);
+ *     duplicate key in any object (duplicate tensor names are an error) and
+ *     no NUL byte (padding is spaces, as the safetensors package requires;
+ *     names and metadata holding \u0000 are rejected too: the API passes
+ *     them as C strings);
  *   - every tensor entry has exactly dtype/shape/data_offsets, a known dtype,
  *     a shape of at most HTR_MAX_RANK non-negative integers, and offsets
  *     0 <= begin <= end inside the data region with
@@ -27,13 +32,17 @@
  *     exactly (no holes, no trailing bytes);
  *   - "__metadata__", when present, maps strings to strings.
  * Every error message names the file and, where one is involved, the tensor
- * (or metadata key).
+ * (or metadata key); bytes from the file that are control characters or
+ * ill-formed UTF-8 appear as \xNN.
  *
  * Writer contract (htr_checkpoint_write): writes a temporary file in the
  * destination's directory, fsyncs it, renames it over the destination and
  * fsyncs the directory. On any failure the temporary file is removed and a
  * previous file at the destination is left untouched; on success the
- * destination holds the complete new file even after a crash.
+ * destination holds the complete new file even after a crash. The writer
+ * holds an flock on its temporary file; temporaries of the same destination
+ * (".<name>.tmp-XXXXXX") that nobody holds, left by a killed writer, are
+ * removed before the next write.
  *
  * Threading: an htr_checkpoint_t may be read from several threads at once
  * (reads use pread); it must not be closed while in use.

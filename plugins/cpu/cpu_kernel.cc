@@ -169,8 +169,13 @@ htr_status_t kernel_compile(htr_plugin_device_t* device, const htr_kernel_compil
       return host.error(HTR_STATUS_FAILED_PRECONDITION, "cpu: jit=compiler but no compiler: %s",
                         why.c_str());
     const bool use_jit = mode != Mode::kInterpreter && have_jit;
-    if (mode == Mode::kAuto && !have_jit)
+    if (mode == Mode::kAuto && !have_jit) {
+      // A fallback that makes every kernel slower is said once at the default level.
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true))
+        host.log(HTR_LOG_WARN, "no kernel compiler (%s): kernels run in the interpreter (slower)", why.c_str());
       host.log(HTR_LOG_DEBUG, "kernel %s: interpreter (%s)", impl->kernel.name.c_str(), why.c_str());
+    }
 
     Jit::Result built;
     if (use_jit) {

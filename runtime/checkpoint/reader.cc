@@ -63,7 +63,7 @@ const htr::ckpt::TensorEntry* Find(const htr_checkpoint_t* c, const char* name) 
 }
 
 htr_status_t NotFound(const htr_checkpoint_t* c, const char* name) {
-  std::string m = c->path + ": tensor '" + name + "' not found";
+  std::string m = c->path + ": tensor '" + htr::ckpt::Printable(name) + "' not found";
   return htr_status_new(HTR_STATUS_NOT_FOUND, m.c_str());
 }
 
@@ -101,7 +101,9 @@ htr_status_t htr_checkpoint_open(const char* path, htr_checkpoint_t** out_checkp
   c->path = path;
   Error e;
   try {
-    c->fd = open(path, O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO (or a tty) must not wait for a writer; fstat below rejects
+    // anything but a regular file, for which the flag changes nothing.
+    c->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (c->fd < 0) {
       int err = errno;
       e = Error{err == ENOENT ? HTR_STATUS_NOT_FOUND : HTR_STATUS_PERMISSION_DENIED,
@@ -223,7 +225,7 @@ htr_status_t htr_checkpoint_read_host(htr_checkpoint_t* checkpoint, const char* 
     return Invalid("htr_checkpoint_read_host: checkpoint or name is NULL");
   const auto* t = Find(checkpoint, name);
   if (t == nullptr) return NotFound(checkpoint, name);
-  const std::string where = checkpoint->path + ": tensor '" + t->name + "'";
+  const std::string where = checkpoint->path + ": tensor '" + htr::ckpt::Printable(t->name) + "'";
   const uint64_t stored = t->end - t->begin;
   const size_t esize = htr::ckpt::DtypeBytes(dtype);
   if (esize == 0) return Invalid(where + ": requested dtype is invalid");
@@ -240,10 +242,10 @@ htr_status_t htr_checkpoint_read_host(htr_checkpoint_t* checkpoint, const char* 
     const uint64_t offset = checkpoint->layout.data_start + t->begin;
     if (dtype == t->dtype)
       return ToStatus(ReadAt(checkpoint->fd, checkpoint->path, offset, dst, size,
-                             "tensor '" + t->name + "'"));
+                             "tensor '" + htr::ckpt::Printable(t->name) + "'"));
     std::vector<unsigned char> raw(static_cast<size_t>(stored));
     Error e = ReadAt(checkpoint->fd, checkpoint->path, offset, raw.data(), stored,
-                     "tensor '" + t->name + "'");
+                     "tensor '" + htr::ckpt::Printable(t->name) + "'");
     if (!e.ok()) return ToStatus(e);
     htr::ckpt::ConvertFloats(t->dtype, raw.data(), dtype, dst, static_cast<size_t>(numel));
     return nullptr;
@@ -258,7 +260,7 @@ htr_status_t htr_checkpoint_read_tensor(htr_checkpoint_t* checkpoint, const char
     return Invalid("htr_checkpoint_read_tensor: checkpoint, name or dst is NULL");
   const auto* t = Find(checkpoint, name);
   if (t == nullptr) return NotFound(checkpoint, name);
-  const std::string where = checkpoint->path + ": tensor '" + t->name + "'";
+  const std::string where = checkpoint->path + ": tensor '" + htr::ckpt::Printable(t->name) + "'";
   const uint32_t rank = htr_tensor_rank(dst);
   const int64_t* shape = htr_tensor_shape(dst);
   bool same = rank == t->shape.size();

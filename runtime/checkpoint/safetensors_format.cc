@@ -5,6 +5,7 @@
 #include "safetensors_format.h"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -29,8 +30,37 @@ constexpr DtypeName kDtypes[] = {
 
 Error Fail(htr_status_code_t code, std::string message) { return Error{code, std::move(message)}; }
 
+}  // namespace
+
+std::string Printable(const std::string& text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0, n = text.size(); i < n;) {
+    const unsigned char ch = p[i];
+    size_t len = ch < 0x80 ? 1 : (ch & 0xe0) == 0xc0 ? 2 : (ch & 0xf0) == 0xe0 ? 3 : (ch & 0xf8) == 0xf0 ? 4 : 0;
+    bool ok = len > 0 && i + len <= n && !(len == 2 && ch < 0xc2);
+    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xc0) == 0x80;
+    if (ok && len == 1 && ch >= 0x20 && ch != 0x7f && ch != '\\') {
+      out.push_back(static_cast<char>(ch));
+      ++i;
+    } else if (ok && len > 1) {
+      out.append(text, i, len);
+      i += len;
+    } else {  // control character, backslash or a byte of ill-formed UTF-8
+      out += "\\x";
+      out.push_back(kHex[ch >> 4]);
+      out.push_back(kHex[ch & 15]);
+      ++i;
+    }
+  }
+  return out;
+}
+
+namespace {
+
 std::string TensorWhere(const std::string& path, const std::string& name) {
-  return path + ": tensor '" + name + "'";
+  return path + ": tensor '" + Printable(name) + "'";
 }
 
 // Reads a non-negative integer JSON value.
@@ -52,10 +82,12 @@ Error ParseTensor(const std::string& path, const std::string& name, const json& 
                   uint64_t data_bytes, TensorEntry* out) {
   const std::string where = TensorWhere(path, name);
   if (name.empty()) return Fail(HTR_STATUS_DATA_LOSS, path + ": a tensor has an empty name");
+  if (name.find('\0') != std::string::npos)  // the C API passes names as C strings
+    return Fail(HTR_STATUS_DATA_LOSS, where + ": the name contains a NUL character (\\u0000)");
   if (!v.is_object()) return Fail(HTR_STATUS_DATA_LOSS, where + ": entry is not a JSON object");
   for (auto it = v.begin(); it != v.end(); ++it) {
     if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
-      return Fail(HTR_STATUS_DATA_LOSS, where + ": unexpected field '" + it.key() + "'");
+      return Fail(HTR_STATUS_DATA_LOSS, where + ": unexpected field '" + Printable(it.key()) + "'");
   }
   auto dt = v.find("dtype");
   auto sh = v.find("shape");
@@ -67,7 +99,7 @@ Error ParseTensor(const std::string& path, const std::string& name, const json& 
   out->dtype = DtypeFromSafetensorsName(dt->get<std::string>());
   if (out->dtype == HTR_DTYPE_INVALID)
     return Fail(HTR_STATUS_UNIMPLEMENTED,
-                where + ": unsupported dtype '" + dt->get<std::string>() + "'");
+                where + ": unsupported dtype '" + Printable(dt->get<std::string>()) + "'");
   if (!sh->is_array()) return Fail(HTR_STATUS_DATA_LOSS, where + ": shape is not an array");
   if (sh->size() > HTR_MAX_RANK)
     return Fail(HTR_STATUS_UNIMPLEMENTED, where + ": rank " + std::to_string(sh->size()) +
@@ -97,7 +129,7 @@ Error ParseTensor(const std::string& path, const std::string& name, const json& 
     return Fail(HTR_STATUS_DATA_LOSS, where + ": shape overflows");
   if (want != out->end - out->begin)
     return Fail(HTR_STATUS_DATA_LOSS,
-                where + ": " + dt->get<std::string>() + " shape needs " + std::to_string(want) +
+                where + ": " + Printable(dt->get<std::string>()) + " shape needs " + std::to_string(want) +
                     " bytes but data_offsets span " + std::to_string(out->end - out->begin));
   return {};
 }
@@ -166,6 +198,13 @@ Error ParseHeader(const std::string& path, const char* text, uint64_t n, uint64_
   if (!e.ok()) return e;
   if (text[0] != '{')
     return Fail(HTR_STATUS_DATA_LOSS, path + ": header does not start with '{'");
+  // JSON has no raw NUL, and nlohmann's lexer would take one for the end of the input, accepting
+  // whatever follows (the safetensors package rejects such headers too): padding is spaces.
+  if (const void* nul = std::memchr(text, '\0', static_cast<size_t>(n)))
+    return Fail(HTR_STATUS_DATA_LOSS,
+                path + ": header has a NUL byte at offset " +
+                    std::to_string(8 + (static_cast<const char*>(nul) - text)) +
+                    " (JSON text; padding must be spaces)");
 
   // Duplicate keys: one key set per open object.
   std::vector<std::set<std::string>> open;
@@ -193,12 +232,12 @@ Error ParseHeader(const std::string& path, const char* text, uint64_t n, uint64_
     header = json::parse(text, text + n, callback, /*allow_exceptions=*/true,
                          /*ignore_comments=*/false);
   } catch (const json::exception& ex) {
-    return Fail(HTR_STATUS_DATA_LOSS, path + ": header is not valid UTF-8 JSON: " + ex.what());
+    return Fail(HTR_STATUS_DATA_LOSS, path + ": header is not valid UTF-8 JSON: " + Printable(ex.what()));
   } catch (const std::exception& ex) {
     return Fail(HTR_STATUS_RESOURCE_EXHAUSTED, path + ": header parse failed: " + ex.what());
   }
   if (!duplicate.empty())
-    return Fail(HTR_STATUS_DATA_LOSS, path + ": duplicate key '" + duplicate + "' in the header");
+    return Fail(HTR_STATUS_DATA_LOSS, path + ": duplicate key '" + Printable(duplicate) + "' in the header");
   if (!header.is_object())
     return Fail(HTR_STATUS_DATA_LOSS, path + ": header is not a JSON object");
 
@@ -213,7 +252,11 @@ Error ParseHeader(const std::string& path, const char* text, uint64_t n, uint64_
       for (auto m = it.value().begin(); m != it.value().end(); ++m) {
         if (!m.value().is_string())
           return Fail(HTR_STATUS_DATA_LOSS,
-                      path + ": metadata '" + m.key() + "' is not a string");
+                      path + ": metadata '" + Printable(m.key()) + "' is not a string");
+        if (m.key().find('\0') != std::string::npos ||
+            m.value().get_ref<const std::string&>().find('\0') != std::string::npos)
+          return Fail(HTR_STATUS_DATA_LOSS, path + ": metadata '" + Printable(m.key()) +
+                                                "' contains a NUL character (\\u0000)");
         layout.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -234,7 +277,7 @@ Error ParseHeader(const std::string& path, const char* text, uint64_t n, uint64_
       return Fail(HTR_STATUS_DATA_LOSS,
                   TensorWhere(path, t.name) + ": data_offsets [" + std::to_string(t.begin) +
                       ", " + std::to_string(t.end) + "] overlap tensor '" +
-                      (prev ? prev->name : std::string("?")) + "'");
+                      (prev ? Printable(prev->name) : std::string("?")) + "'");
     if (t.begin > cursor)
       return Fail(HTR_STATUS_DATA_LOSS, TensorWhere(path, t.name) + ": " +
                                             std::to_string(t.begin - cursor) +
@@ -246,7 +289,7 @@ Error ParseHeader(const std::string& path, const char* text, uint64_t n, uint64_
     return Fail(HTR_STATUS_DATA_LOSS,
                 path + ": " + std::to_string(layout.data_bytes - cursor) +
                     " trailing bytes after the last tensor" +
-                    (prev ? " ('" + prev->name + "')" : std::string()) +
+                    (prev ? " ('" + Printable(prev->name) + "')" : std::string()) +
                     " are not covered by any tensor");
   *out = std::move(layout);
   return {};

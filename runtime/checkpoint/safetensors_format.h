@@ -42,6 +42,10 @@ htr_dtype_t DtypeFromSafetensorsName(const std::string& name);
 const char* SafetensorsDtypeName(htr_dtype_t dtype);
 size_t DtypeBytes(htr_dtype_t dtype);
 
+// `text` for a message: control characters, backslashes and bytes of ill-formed UTF-8 become
+// \xNN, so a name or a parser message read from a file cannot put raw bytes on a terminal.
+std::string Printable(const std::string& text);
+
 // Decodes the 8-byte little-endian length prefix.
 uint64_t DecodeHeaderLength(const unsigned char prefix[8]);
 

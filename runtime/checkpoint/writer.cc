@@ -2,8 +2,13 @@
 // the file to a temporary name in the destination directory (so rename is
 // atomic: same filesystem), fsync it, rename it over the destination and
 // fsync the directory so the rename itself survives a crash. Tensors given
-// as htr_tensor_t are staged through host memory one at a time.
+// as htr_tensor_t are staged through host memory one at a time. The writer
+// holds an flock on its temporary file while it lives; a temporary of the same
+// destination that nobody holds was left by a killed writer and is removed
+// before the next write of that destination.
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,6 +186,27 @@ Error WriteBody(int fd, const std::string& tmp, const std::string& header,
   return e;
 }
 
+// Removes `dir`/.`base`.tmp-* files whose writer is gone (no flock held on them).
+void RemoveStaleTemporaries(const std::string& dir, const std::string& base) {
+  const std::string prefix = "." + base + ".tmp-";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string full = (dir == "/" ? std::string("/") : dir + "/") + name;
+    const int fd = open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+      stale.push_back(full);
+    close(fd);
+  }
+  closedir(d);
+  for (const std::string& f : stale) unlink(f.c_str());
+}
+
 Error WriteAtomically(const std::string& path, const std::string& header,
                       const std::vector<Planned>& planned) {
   const size_t slash = path.rfind('/');
@@ -188,9 +214,16 @@ Error WriteAtomically(const std::string& path, const std::string& header,
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.empty()) return Error{HTR_STATUS_INVALID_ARGUMENT, path + ": path names a directory"};
   std::string tmp = (dir == "/" ? std::string("/") : dir + "/") + "." + base + ".tmp-XXXXXX";
+  RemoveStaleTemporaries(dir, base);
   std::vector<char> tmpl(tmp.begin(), tmp.end());
   tmpl.push_back('\0');
   int fd = mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {  // a new file: nobody else holds it
+    const int err = errno;
+    close(fd);
+    unlink(tmpl.data());
+    return Error{HTR_STATUS_UNAVAILABLE, path + ": flock of the temporary file: " + std::strerror(err)};
+  }
   if (fd < 0) {
     int err = errno;
     return Error{err == ENOENT ? HTR_STATUS_NOT_FOUND

@@ -4,6 +4,8 @@
 #include "args.h"
 
 #include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -78,6 +80,7 @@ tokens     --tokenizer tokenizer.json (Hugging Face byte-level BPE: encodes the 
            --vocab N, --tokenizer or --init-from say otherwise)
 hf         --init-from DIR (a `transformers` save_pretrained directory: config.json +
            model.safetensors)  --save-hf DIR (writes one that `transformers` loads)
+testing    --kill-after-step N (SIGKILL right after step N, to test --resume)
 )" + std::string(MemoryUsage());
 }
 
@@ -108,11 +111,12 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
   }
 
   using Setter = std::function<std::string(const std::string&)>;
-  auto int_flag = [](int64_t* dst, int64_t min) -> Setter {
-    return [dst, min](const std::string& v) -> std::string {
+  auto int_flag = [](int64_t* dst, int64_t min, int64_t max = INT64_MAX) -> Setter {
+    return [dst, min, max](const std::string& v) -> std::string {
       int64_t x;
-      if (!ParseInt(v, &x)) return "'" + v + "' is not an integer";
+      if (!ParseInt(v, &x)) return "'" + v + "' is not an integer (or out of the 64-bit range)";
       if (x < min) return "must be >= " + std::to_string(min);
+      if (x > max) return "must be <= " + std::to_string(max);
       *dst = x;
       return "";
     };
@@ -121,6 +125,7 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
     return [dst, min](const std::string& v) -> std::string {
       double x;
       if (!ParseDouble(v, &x)) return "'" + v + "' is not a number";
+      if (!std::isfinite(x)) return "'" + v + "' is not a finite number";
       if (!(x >= min)) return "must be >= " + std::to_string(min);
       *dst = x;
       return "";
@@ -157,7 +162,7 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
       {"--batch", int_flag(&c->batch, 1)},
       {"--seq", int_flag(&c->seq, 1)},
       {"--seed", int_flag(&seed, 0)},
-      {"--threads", int_flag(&threads, 0)},
+      {"--threads", int_flag(&threads, 0, 4096)},
       {"--lr", dbl_flag(&c->lr, 0.0)},
       {"--min-lr-ratio", dbl_flag(&c->min_lr_ratio, 0.0)},
       {"--weight-decay", dbl_flag(&c->weight_decay, 0.0)},

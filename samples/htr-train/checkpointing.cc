@@ -2,9 +2,12 @@
 // as text, so "same flags" means exactly the same values.
 #include "checkpointing.h"
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
+#include "run_limits.h"
 #include "weights_io.h"
 
 namespace htr_train {
@@ -72,22 +75,46 @@ std::string ParseCheckpointMetadata(const std::string& path, const Config& c, in
   std::string format, next, heads, history;
   if (!(err = get("format", &format)).empty()) return err;
   if (format != kCheckpointFormat)
-    return path + ": metadata 'format' is '" + format + "', expected '" + kCheckpointFormat + "'";
+    return path + ": metadata 'format' is '" + Shown(format) + "', expected '" + kCheckpointFormat + "'";
   if (!(err = get("next_step", &next)).empty()) return err;
   if (!(err = get("data_rng", &state->data_rng)).empty()) return err;
   if (!(err = get("n_head", &heads)).empty()) return err;
   if (!(err = get("history", &history)).empty()) return err;
-  char* end = nullptr;
-  state->next_step = std::strtoll(next.c_str(), &end, 10);
-  if (*end != '\0' || state->next_step < 0) return path + ": metadata 'next_step' is malformed";
-  m->heads = std::strtoll(heads.c_str(), &end, 10);
-  if (*end != '\0' || m->heads <= 0) return path + ": metadata 'n_head' is malformed";
+  // Strict integers: digits only, no overflow (strtoll would clamp), within [lo, hi].
+  auto integer = [&](const char* key, const std::string& text, int64_t lo, int64_t hi, int64_t* out) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || text[0] == ' ' || errno != 0 || *end != '\0' || v < lo || v > hi)
+      return path + ": metadata '" + key + "' is '" + Shown(text) + "', expected an integer in [" + std::to_string(lo) +
+             ", " + std::to_string(hi) + "]";
+    *out = v;
+    return std::string();
+  };
+  // Rows consumed (next_step * batch * grad_accum) must stay a 64-bit count.
+  int64_t rows_per_step = 0, max_step = INT64_MAX;
+  if (MulChecked(c.batch, c.grad_accum, &rows_per_step) && rows_per_step > 0) max_step = INT64_MAX / rows_per_step;
+  if (!(err = integer("next_step", next, 0, max_step, &state->next_step)).empty()) return err;
+  if (!(err = integer("n_head", heads, 1, m->width > 0 ? m->width : INT64_MAX, &m->heads)).empty()) return err;
+  if (state->next_step >= c.steps)
+    return path + ": the checkpoint is at step " + std::to_string(state->next_step) + " and --steps is " +
+           std::to_string(c.steps) + ": resuming would train nothing (pass --steps greater than " +
+           std::to_string(state->next_step) + ")";
+  // The shape the checkpoint says it has must be the one its tensors have.
+  const std::pair<const char*, int64_t> dims[] = {
+      {"n_layer", m->layers}, {"n_embd", m->width}, {"n_ctx", m->ctx}, {"vocab_size", m->vocab}};
+  for (const auto& d : dims) {
+    auto it = meta.find(d.first);
+    if (it != meta.end() && it->second != std::to_string(d.second))
+      return path + ": metadata '" + d.first + "' is '" + Shown(it->second) + "' but the tensors say " +
+             std::to_string(d.second);
+  }
   if (!state->history.Parse(history)) return path + ": metadata 'history' is malformed";
   warnings->clear();
   for (const auto& kv : Settings(c, seq)) {
     auto it = meta.find("setting." + kv.first);
     if (it != meta.end() && it->second != kv.second)
-      *warnings += " " + kv.first + " (checkpoint " + it->second + ", now " + kv.second + ")";
+      *warnings += " " + kv.first + " (checkpoint " + Shown(it->second) + ", now " + Shown(kv.second) + ")";
   }
   return "";
 }

@@ -11,6 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <new>
+
+#include "run_limits.h"
 
 namespace htr_train {
 
@@ -45,6 +48,17 @@ std::string LoadCorpus(const std::string& path, double val_fraction, int64_t min
     struct stat st;
     if (stat(path.c_str(), &st) != 0) return path + ": cannot open: " + std::strerror(errno);
     if (!S_ISREG(st.st_mode)) return path + ": not a regular file";
+    // The bytes are held twice while the splits are made (run_limits.h: the host's limit).
+    const uint64_t size = static_cast<uint64_t>(st.st_size), limit = HostMemoryLimit();
+    if (size > limit / 2)
+      return path + ": out of memory: " + std::to_string(size) + " bytes of data need about " +
+             std::to_string(2 * size) + " bytes of host memory; the limit is " + std::to_string(limit) +
+             " (physical memory or ulimit -v)";
+    try {
+      all.reserve(static_cast<size_t>(size));
+    } catch (const std::bad_alloc&) {
+      return path + ": out of memory reserving " + std::to_string(size) + " bytes for the data";
+    }
     std::string err = ReadFile(path, &all);
     if (!err.empty()) return err;
   } else {
@@ -73,8 +87,10 @@ std::string LoadCorpus(const std::string& path, double val_fraction, int64_t min
   const size_t val_len = static_cast<size_t>(std::floor(static_cast<double>(all.size()) * val_fraction));
   const size_t train_len = all.size() - val_len;
   if (static_cast<int64_t>(train_len) < min_len)
-    return out->source + ": " + std::to_string(all.size()) + " bytes is too little data (the " +
-           "training split needs at least " + std::to_string(min_len) + " bytes for --seq)";
+    return out->source + ": too little data: " + std::to_string(all.size()) + " bytes, of which the training " +
+           "split (the rest after --val-fraction " + std::to_string(val_fraction) + ") is " +
+           std::to_string(train_len) + " bytes; a sequence of " + std::to_string(min_len - 2) +
+           " tokens needs at least " + std::to_string(min_len) + " bytes";
   out->train.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(train_len));
   out->val.assign(all.begin() + static_cast<std::ptrdiff_t>(train_len), all.end());
   if (static_cast<int64_t>(out->val.size()) < min_len) out->val.clear();  // no validation

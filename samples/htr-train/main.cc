@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "args.h"
@@ -21,10 +22,12 @@
 #include "htr/htr.hpp"
 #include "model.h"
 #include "optimizer.h"
+#include "outputs.h"
 #include "profile.h"
 #include "progress.h"
 #include "token_file.h"
 #include "tokenizer.h"
+#include "run_limits.h"
 #include "trainer.h"
 #include "weights_io.h"
 
@@ -164,7 +167,8 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "htr-train: warning: resuming with different settings:%s\n", warnings.c_str());
   }
   if (m.heads <= 0 || m.width % m.heads != 0)
-    return Fail("width " + std::to_string(m.width) + " is not divisible by " + std::to_string(m.heads) + " heads");
+    return Fail((weights_path.empty() ? std::string("model") : weights_path) + ": width " + std::to_string(m.width) +
+                " is not divisible by " + std::to_string(m.heads) + " heads");
   // Token data (token_file.h): the vocabulary comes from the checkpoint, else
   // --vocab, the tokenizer, or GPT-2's 50257 for a llm.c token file.
   Tokenizer tokenizer;
@@ -184,6 +188,9 @@ int Main(int argc, char** argv) {
   if (!token_data && m.vocab < 256)
     return Fail((weights_path.empty() ? std::string("model") : weights_path) + ": vocabulary of " +
                 std::to_string(m.vocab) + " is smaller than the 256 byte tokens");
+  // Every size, from flags or the file, through one check before anything is allocated.
+  err = CheckRunSizes(c, m, seq, weights_path.empty() ? std::string("model") : weights_path, device.get());
+  if (!err.empty()) return Fail(err);
 
   Corpus corpus;
   if (token_data) {
@@ -203,6 +210,25 @@ int Main(int argc, char** argv) {
   for (const std::string& dir : {c.out_dir, c.checkpoint_dir}) {
     err = MakeDirs(dir);
     if (!err.empty()) return Fail(err);
+  }
+  err = CheckOutputDir("--out-dir", c.out_dir);
+  if (err.empty()) err = CheckOutputDir("--checkpoint-dir", c.checkpoint_dir);
+  for (const char* name : {"/loss.csv", "/loss.svg", "/sample.txt"})
+    if (err.empty()) err = CheckOutputFile("--out-dir", c.out_dir + name);
+  if (err.empty()) err = CheckOutputFile("--checkpoint-dir", c.checkpoint_dir + "/checkpoint.safetensors");
+  if (err.empty() && c.save_weights.empty()) err = CheckOutputFile("--out-dir", c.out_dir + "/model.safetensors");
+  if (!err.empty()) return Fail(err);
+  // Every output location, before the first step (outputs.h); after the directories exist, since
+  // a file may name one of them.
+  {
+    const std::pair<const char*, std::string> files[] = {
+        {"--save-weights", c.save_weights}, {"--save-init", c.save_init}, {"--log-json", c.log_json},
+        {"--profile", c.profile}};
+    for (const auto& f : files) {
+      if (f.second.empty()) continue;
+      err = CheckOutputFile(f.first, f.second);
+      if (!err.empty()) return Fail(err);
+    }
   }
 
   std::printf("htr-train: device %s | model %lld layers, width %lld, %lld heads, ctx %lld, vocab %lld "
@@ -229,6 +255,8 @@ int Main(int argc, char** argv) {
   if (!resume_path.empty()) {
     err = trainer.LoadFrom(resume_path, prefix, /*moments=*/true, nullptr);
     if (!err.empty()) return Fail(err);
+    if (const std::string bad = trainer.NonFiniteParam(); !bad.empty())  // not a --lr problem
+      return Fail(resume_path + ": tensor '" + prefix + bad + "' holds NaN or Inf: the weights are corrupt");
     if (!sampler.rng().Load(state.data_rng)) return Fail(resume_path + ": metadata 'data_rng' is malformed");
     // Drop history past the checkpoint (a killed run may have logged more).
     auto& recs = state.history.records();
@@ -239,8 +267,10 @@ int Main(int argc, char** argv) {
     std::vector<std::string> ignored;
     err = trainer.LoadFrom(weights_path, prefix, /*moments=*/false, &ignored);
     if (!err.empty()) return Fail(err);
+    if (const std::string bad = trainer.NonFiniteParam(); !bad.empty())  // not a --lr problem
+      return Fail(c.init_from + ": tensor '" + prefix + bad + "' holds NaN or Inf: the weights are corrupt");
     for (const std::string& n : ignored)
-      std::fprintf(stderr, "htr-train: warning: %s: tensor '%s' ignored\n", c.init_from.c_str(), n.c_str());
+      std::fprintf(stderr, "htr-train: warning: %s: tensor '%s' ignored\n", c.init_from.c_str(), Shown(n).c_str());
   } else {
     err = trainer.SetParams(InitParams(trainer.specs(), c.seed));
     if (!err.empty()) return Fail(err);
@@ -253,7 +283,7 @@ int Main(int argc, char** argv) {
 
   Progress progress(c.progress, c.steps, c.print_every);
   if (!c.log_json.empty()) {
-    err = progress.OpenJsonLog(c.log_json);
+    err = progress.OpenJsonLog(c.log_json, resume_path.empty() ? -1 : state.next_step);
     if (!err.empty()) return Fail(err);
   }
   const std::string ckpt_path = c.checkpoint_dir + "/checkpoint.safetensors";
@@ -304,6 +334,10 @@ int Main(int argc, char** argv) {
     progress.SetLive(live.Line(tokens_per_step / dt));
     progress.Step(step, r.loss, lr, tokens_per_step / dt, r.grad_norm,
                   std::chrono::duration<double>(Clock::now() - start).count(), done);
+    if (!progress.JsonError().empty()) {  // --log-json on a full disk: stop, say so (exit 1)
+      progress.Finish();
+      return Fail("--log-json " + progress.JsonError());
+    }
     if (c.eval_every > 0 && (step + 1) % c.eval_every == 0 && step + 1 < c.steps) {
       err = evaluate(step);
       if (!err.empty()) return Fail(err);
@@ -383,4 +417,14 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace htr_train
 
-int main(int argc, char** argv) { return htr_train::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // A last resort: every size is checked before allocation (run_limits.h), but an allocation the
+  // estimate did not foresee must still end in one line and exit 1, not an abort.
+  try {
+    return htr_train::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "htr-train: error: out of host memory\n");
+    return 1;
+  }
+}

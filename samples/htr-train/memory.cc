@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +22,7 @@ std::string Take(htr_status_t s) {
 }
 
 bool ParseU64(const std::string& s, uint64_t* out) {
-  if (s.empty() || s[0] == '-') return false;
+  if (s.empty() || s[0] < '0' || s[0] > '9') return false;  // no sign, no space
   errno = 0;
   char* end = nullptr;
   // Accept plain integers and suffixes K/M/G (powers of 1024) for --memory-budget.
@@ -31,7 +32,7 @@ bool ParseU64(const std::string& s, uint64_t* out) {
   if (*end == 'K' || *end == 'k') mul = 1ull << 10, ++end;
   else if (*end == 'M' || *end == 'm') mul = 1ull << 20, ++end;
   else if (*end == 'G' || *end == 'g') mul = 1ull << 30, ++end;
-  if (*end != '\0') return false;
+  if (*end != '\0' || v > static_cast<unsigned long long>(INT64_MAX) / mul) return false;  // fits int64
   *out = static_cast<uint64_t>(v) * mul;
   return true;
 }

@@ -129,7 +129,37 @@ Progress::~Progress() {
   if (json_) std::fclose(json_);
 }
 
-std::string Progress::OpenJsonLog(const std::string& path) {
+std::string Progress::OpenJsonLog(const std::string& path, int64_t keep_before) {
+  json_path_ = path;
+  if (keep_before >= 0) {
+    if (FILE* in = std::fopen(path.c_str(), "r")) {
+      std::string kept, line;
+      bool dropped = false;
+      for (int ch; (ch = std::fgetc(in)) != EOF;) {
+        line.push_back(static_cast<char>(ch));
+        if (ch != '\n') continue;
+        long long step = -1;
+        if (std::sscanf(line.c_str(), "{\"step\": %lld", &step) == 1 && step >= keep_before)
+          dropped = true;
+        else
+          kept += line;
+        line.clear();
+      }
+      const bool bad = std::ferror(in) != 0;
+      std::fclose(in);
+      if (bad) return path + ": read error";
+      if (dropped) {  // rewrite through a temporary file and rename
+        const std::string tmp = path + ".tmp";
+        FILE* out = std::fopen(tmp.c_str(), "w");
+        if (!out) return tmp + ": " + std::strerror(errno);
+        const bool ok = std::fwrite(kept.data(), 1, kept.size(), out) == kept.size();
+        if (std::fclose(out) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+          std::remove(tmp.c_str());
+          return path + ": rewriting the log failed: " + std::strerror(errno);
+        }
+      }
+    }
+  }
   json_ = std::fopen(path.c_str(), "a");
   if (!json_) return path + ": " + std::strerror(errno);
   return "";
@@ -149,11 +179,12 @@ static std::string Duration(double s) {
 void Progress::Step(int64_t step, double loss, double lr, double tokens_per_s, double grad_norm,
                     double elapsed_s, int64_t steps_done_this_run) {
   if (json_) {
-    std::fprintf(json_,
-                 "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"tokens_per_s\": %.6g, "
-                 "\"grad_norm\": %.9g}\n",
-                 static_cast<long long>(step), loss, lr, tokens_per_s, grad_norm);
-    std::fflush(json_);
+    const int n = std::fprintf(json_,
+                               "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"tokens_per_s\": %.6g, "
+                               "\"grad_norm\": %.9g}\n",
+                               static_cast<long long>(step), loss, lr, tokens_per_s, grad_norm);
+    if ((n < 0 || std::fflush(json_) != 0) && json_error_.empty())
+      json_error_ = json_path_ + ": write failed: " + std::strerror(errno);
   }
   const double eta = steps_done_this_run > 0
                          ? elapsed_s / static_cast<double>(steps_done_this_run) *

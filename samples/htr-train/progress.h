@@ -37,8 +37,13 @@ class Progress {
   // bar: -1 auto (stderr is a TTY), 0 plain lines, 1 bar.
   Progress(int bar, int64_t total_steps, int64_t print_every);
   ~Progress();
-  // Opens the JSON log (append mode: a resumed run continues the file).
-  std::string OpenJsonLog(const std::string& path);
+  // Opens the JSON log (append mode: a resumed run continues the file). With
+  // keep_before >= 0 (a resume), records of steps >= keep_before already in the
+  // file (logged by a killed run after its last checkpoint) are dropped first,
+  // so each step appears once.
+  std::string OpenJsonLog(const std::string& path, int64_t keep_before = -1);
+  // The first failed write to the JSON log ("" while all succeeded).
+  const std::string& JsonError() const { return json_error_; }
   void Step(int64_t step, double loss, double lr, double tokens_per_s, double grad_norm,
             double elapsed_s, int64_t steps_done_this_run);
   void Eval(int64_t step, double val_loss);
@@ -52,6 +57,7 @@ class Progress {
   int64_t total_;
   int64_t print_every_;
   FILE* json_ = nullptr;
+  std::string json_path_, json_error_;
   bool bar_open_ = false;
   std::string live_;
 };

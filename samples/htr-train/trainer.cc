@@ -250,6 +250,30 @@ std::string Trainer::Step(int64_t step, double lr, BatchSampler* sampler, StepRe
   return "";
 }
 
+std::string Trainer::NonFiniteParam() {
+  for (const ParamSpec& p : specs_) {
+    htr_tensor_t* t = nullptr;
+    if (htr_status_t s = htr_executable_get_state(train_.get(), p.name.c_str(), &t)) {
+      htr_status_free(s);
+      continue;
+    }
+    if (htr_tensor_dtype(t) == HTR_DTYPE_F32) {
+      std::vector<float> host(static_cast<size_t>(htr_tensor_numel(t)));
+      htr_status_t s = htr_tensor_copy_to_host(t, host.data(), host.size() * sizeof(float), nullptr);
+      if (s == nullptr) {
+        for (float v : host)
+          if (!std::isfinite(v)) {
+            htr_tensor_release(t);
+            return p.name;
+          }
+      }
+      htr_status_free(s);
+    }
+    htr_tensor_release(t);
+  }
+  return "";
+}
+
 std::string Trainer::CopyParamsTo(Executable* dst) {
   for (const ParamSpec& p : specs_) {
     htr_tensor_t* t = nullptr;

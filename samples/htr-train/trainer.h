@@ -54,6 +54,8 @@ class Trainer {
   // The training step's executable (memory report, memory.h); owned by the trainer.
   htr_executable_t* train_executable() const { return train_.get(); }
 
+  // The first parameter holding NaN or Inf, "" if none (f32 states; one host copy of each).
+  std::string NonFiniteParam();
   // Parameters from host vectors (spec order).
   std::string SetParams(const std::vector<std::vector<float>>& values);
   // Parameters (and, with moments = true, AdamW moments) from a safetensors

@@ -3,6 +3,7 @@
 // its messages already name the file and tensor, so they pass through as is.
 #include "weights_io.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <set>
 
@@ -43,6 +44,29 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+std::string Shown(const std::string& text, size_t max_bytes) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0, n = text.size(); i < n;) {
+    if (out.size() >= max_bytes) return out + "...";
+    const unsigned char ch = p[i];
+    size_t len = ch < 0x80 ? 1 : (ch & 0xe0) == 0xc0 ? 2 : (ch & 0xf0) == 0xe0 ? 3 : (ch & 0xf8) == 0xf0 ? 4 : 0;
+    bool ok = len > 0 && i + len <= n && !(len == 2 && ch < 0xc2);
+    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xc0) == 0x80;
+    if (ok && (len > 1 || (ch >= 0x20 && ch != 0x7f && ch != '\\'))) {
+      out.append(text, i, len);
+      i += len;
+    } else {
+      out += "\\x";
+      out.push_back(kHex[ch >> 4]);
+      out.push_back(kHex[ch & 15]);
+      ++i;
+    }
+  }
+  return out;
+}
+
 std::string InspectWeights(const std::string& path, ModelShape* shape, std::string* prefix) {
   Reader r;
   std::string err = r.Open(path);
@@ -68,8 +92,16 @@ std::string InspectWeights(const std::string& path, ModelShape* shape, std::stri
   if (wpe.rank != 2 || wpe.shape[1] != wte.shape[1])
     return path + ": tensor '" + *prefix + "wpe.weight': shape " + ShapeString(wpe.shape, wpe.rank) +
            ", expected [ctx, " + std::to_string(wte.shape[1]) + "]";
-  // Layer count: blocks h.0 .. h.N-1 (a gap shows up later as a missing tensor).
-  int64_t layers = 0;
+  if (wte.shape[0] < 1 || wte.shape[1] < 1)
+    return path + ": tensor '" + *prefix + "wte.weight': shape " + ShapeString(wte.shape, wte.rank) +
+           ": vocabulary and width must be at least 1";
+  if (wpe.shape[0] < 1)
+    return path + ": tensor '" + *prefix + "wpe.weight': shape " + ShapeString(wpe.shape, wpe.rank) +
+           ": the context length (rows) must be at least 1";
+  // Layer count: the blocks h.0 .. h.N-1, counted by their ln_1.weight (a tensor of another name
+  // under h.K is not a block; with --init-from it is reported as ignored). The indices must be
+  // contiguous, so a name like h.999999999.ln_1.weight cannot make the model a billion layers.
+  std::set<int64_t> blocks;
   const std::string h = *prefix + "h.";
   for (size_t i = 0, n = htr_checkpoint_tensor_count(c); i < n; ++i) {
     htr_checkpoint_tensor_info_t t{};
@@ -78,12 +110,21 @@ std::string InspectWeights(const std::string& path, ModelShape* shape, std::stri
     if (s) return Take(s);
     std::string name = t.name;
     if (name.rfind(h, 0) != 0) continue;
+    const char* digits = name.c_str() + h.size();
+    if (*digits < '0' || *digits > '9') continue;
+    errno = 0;
     char* end = nullptr;
-    long long idx = std::strtoll(name.c_str() + h.size(), &end, 10);
-    if (end != name.c_str() + h.size() && *end == '.' && idx >= 0 && idx + 1 > layers)
-      layers = idx + 1;
+    long long idx = std::strtoll(digits, &end, 10);
+    if (errno == 0 && std::string(end) == ".ln_1.weight") blocks.insert(idx);
   }
-  if (layers == 0) return path + ": tensor '" + h + "0.ln_1.weight' not found (no blocks)";
+  if (blocks.empty()) return path + ": tensor '" + h + "0.ln_1.weight' not found (no blocks)";
+  const int64_t layers = static_cast<int64_t>(blocks.size());
+  if (*blocks.rbegin() != layers - 1) {
+    int64_t gap = 0;
+    while (blocks.count(gap)) ++gap;
+    return path + ": tensor '" + h + std::to_string(gap) + ".ln_1.weight' not found, but '" + h +
+           std::to_string(*blocks.rbegin()) + ".ln_1.weight' is there (blocks must be h.0 .. h.N-1)";
+  }
   shape->layers = layers;
   shape->vocab = wte.shape[0];
   shape->width = wte.shape[1];

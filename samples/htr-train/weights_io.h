@@ -36,6 +36,11 @@ std::string InspectWeights(const std::string& path, ModelShape* shape, std::stri
 std::string ReadTensors(const std::string& path, const std::string& prefix,
                         const std::vector<NamedTensor>& dst, std::vector<std::string>* ignored);
 
+// Text read from a file, fit for a one-line message: control characters,
+// backslashes and bytes of ill-formed UTF-8 become \xNN; longer than
+// `max_bytes`, it is cut with "...".
+std::string Shown(const std::string& text, size_t max_bytes = 80);
+
 // All metadata of `path`.
 std::string ReadMetadata(const std::string& path, std::map<std::string, std::string>* out);
 
