@@ -72,6 +72,8 @@ eval       --eval-every N  --eval-batches N  --sample-tokens N  --temperature X 
            --prompt TEXT
 display    --progress auto|bar|plain  --print-every N  --print-plan
            --profile FILE (trace of the training steps; read it with htr-prof FILE)
+recovery   --step-replays N (replay a step that failed with TRANSIENT or OUT_OF_MEMORY from a
+           snapshot of the state taken at its start, at most N times; default 0: no snapshot)
 )" + std::string(MemoryUsage());
 }
 
@@ -181,6 +183,8 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
       {"--print-every", int_flag(&c->print_every, 1)},
       {"--kill-after-step", int_flag(&c->kill_after_step, 0)},
       {"--profile", str_flag(&c->profile)},
+      // Fault recovery (recovery.h).
+      {"--step-replays", int_flag(&c->step_replays, 0)},
   };
   for (size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
