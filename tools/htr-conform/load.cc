@@ -39,6 +39,7 @@ Loaded LoadTarget(const std::string& req, const htr::rt::layers::LayerOptions* l
   }
   out.lib = std::move(r.loaded.front());
   out.target.api = out.lib->api();
+  out.target.plugin_api = out.lib->plugin_api();
   out.target.ctx = out.lib->ctx();
   out.target.host = out.lib->host();
   out.target.path = out.lib->path();
