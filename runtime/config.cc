@@ -36,6 +36,7 @@ Config ReadConfig() {
   c.plugin_path = ReadEnv("HTR_PLUGIN_PATH");
   c.visible_devices = ReadEnv("HTR_VISIBLE_DEVICES");
   c.layers = ReadEnv("HTR_LAYERS");
+  c.fault = ReadEnv("HTR_FAULT");
   c.cache_dir = ReadEnv("HTR_CACHE_DIR");
   c.log = ReadEnv("HTR_LOG");
   return c;

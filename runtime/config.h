@@ -7,7 +7,8 @@
 //
 //   HTR_PLUGIN_PATH      ':'-separated plugin directories, searched first
 //   HTR_VISIBLE_DEVICES  ','-separated device ids ("cpu:0") or plugin names
-//   HTR_LAYERS           ','-separated layer names (interposers)
+//   HTR_LAYERS           ','-separated layer names (interposers, runtime/layers/layers.h)
+//   HTR_FAULT            the fault layer's rules (runtime/layers/layer_fault.h)
 //   HTR_CACHE_DIR        kernel cache directory
 //   HTR_LOG              error|warn|info|debug|trace (default warn)
 //   HTR_FUSION           0/off/false: executables skip the fusion pass (scheduler)
@@ -41,6 +42,7 @@ struct Config {
   std::optional<std::string> plugin_path;
   std::optional<std::string> visible_devices;
   std::optional<std::string> layers;
+  std::optional<std::string> fault;  // HTR_FAULT
   std::optional<std::string> cache_dir;
   std::optional<std::string> log;
 };

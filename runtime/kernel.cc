@@ -150,7 +150,9 @@ HTR_API htr_status_t htr_kernel_launch(htr_stream_t* stream, htr_kernel_t* kerne
     la.num_args = num_args;
     la.flags = s.sync ? HTR_LAUNCH_HOST_SYNC : 0u;  // we synchronize right below
     htr::prof::Dispatch prof(htr::prof::Kind::kKernel, device, s.stream, kernel->info.backend);
-    HTR_RETURN_IF_ERROR(Status(device->api->kernel_launch(s.stream->handle, kernel->handle, &la)));
+    HTR_RETURN_IF_ERROR(Status(htr::rt::RetryTransient(device, "kernel_launch", [&] {  // retry.h
+      return device->api->kernel_launch(s.stream->handle, kernel->handle, &la);
+    })));
     prof.Launched();
     if (s.sync) return Status(device->api->stream_synchronize(s.stream->handle));
     return Status();

@@ -15,6 +15,7 @@
 
 #include "runtime/config.h"
 #include "runtime/elf_check.h"
+#include "runtime/layers/layers.h"
 #include "runtime/log.h"
 
 #ifndef HTR_PLUGIN_INSTALL_DIR
@@ -193,6 +194,7 @@ StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Probe(const std::string&
                  api->name ? api->name : "(null)", *file_name);
 
   lib->api_ = api;
+  lib->plugin_api_ = api;
   lib->name_ = api->name;
   lib->version_ = api->version ? api->version : "";
   lib->host_ = MakeHostApi();
@@ -214,6 +216,15 @@ Status PluginLibrary::Init() {
     return Error(s.code(), "init failed: {}: {}", s.code_name(), s.message());
   ctx_ = ctx;
   initialized_ = true;
+  return Status();
+}
+
+Status PluginLibrary::Interpose(const layers::LayerOptions& options) {
+  if (options.empty()) return Status();
+  if (layers_ != nullptr || initialized_)
+    return Error(HTR_STATUS_FAILED_PRECONDITION, "layers must be interposed once, before init");
+  HTR_ASSIGN_OR_RETURN(layers_, layers::LayerStack::Build(plugin_api_, options));
+  api_ = layers_->api();
   return Status();
 }
 
@@ -299,7 +310,8 @@ std::vector<std::string> ListPluginFiles(const std::string& dir) {
 // ------------------------------------------------------------ loading
 
 LoadResult LoadPlugins(const std::vector<std::string>& files,
-                       const std::vector<std::string>& skip_names) {
+                       const std::vector<std::string>& skip_names,
+                       const layers::LayerOptions* layers) {
   LoadResult result;
   std::set<std::string> seen_real;
   // Probed candidates grouped by name, in first-seen order of names.
@@ -344,7 +356,8 @@ LoadResult LoadPlugins(const std::vector<std::string>& files,
         lib.reset();
         continue;
       }
-      Status s = lib->Init();
+      Status s = layers != nullptr ? lib->Interpose(*layers) : Status();
+      if (s.ok()) s = lib->Init();
       if (!s.ok()) {
         Log(HTR_LOG_WARN, "plugin {} rejected: {}", lib->path(), s.message());
         result.rejected.push_back({lib->path(), s.message(), s.code()});

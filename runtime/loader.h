@@ -58,6 +58,11 @@
 
 namespace htr::rt {
 
+namespace layers {
+struct LayerOptions;
+class LayerStack;
+}  // namespace layers
+
 // A v1.0 table entry that must be non-NULL.
 struct RequiredEntry {
   const char* name;
@@ -97,6 +102,14 @@ class PluginLibrary {
   Status Init();
   // shutdown (if initialized); the table stays readable until destruction.
   void Shutdown() noexcept;
+  // Interposes layers (runtime/layers/layers.h) between the host and the
+  // plugin's table, before Init: api() is the outermost layer's table from
+  // then on (init and shutdown go through the layers too). Fails, leaving
+  // the table as it was, for layers already interposed, after Init, or when
+  // no layer slot is free. No-op for an empty list.
+  Status Interpose(const layers::LayerOptions& options);
+  const htr_plugin_api_t* plugin_api() const { return plugin_api_; }  // the plugin's own table
+  const layers::LayerStack* layers() const { return layers_.get(); }  // NULL when none
 
   const htr_plugin_api_t* api() const { return api_; }  // lives as long as this
   htr_plugin_ctx_t* ctx() const { return ctx_; }         // NULL before Init
@@ -111,6 +124,8 @@ class PluginLibrary {
   PluginLibrary() = default;
   void* handle_ = nullptr;
   const htr_plugin_api_t* api_ = nullptr;
+  const htr_plugin_api_t* plugin_api_ = nullptr;  // api_ before Interpose
+  std::unique_ptr<layers::LayerStack> layers_;     // destroyed after shutdown and dlclose
   htr_plugin_ctx_t* ctx_ = nullptr;
   htr_host_api_t host_{};
   std::string path_, name_, version_;
@@ -151,9 +166,12 @@ struct LoadResult {
 // winner's init fails, the next one is tried. Losers are rejected with
 // "superseded by <path> (score N > M)". Files resolving to the same real path
 // are loaded once. `skip_names` are names already loaded elsewhere: such
-// files are rejected with "plugin '<name>' is already loaded".
+// files are rejected with "plugin '<name>' is already loaded". `layers`
+// (may be NULL): interposed on each winner before its init
+// (PluginLibrary::Interpose); a failure rejects that build.
 LoadResult LoadPlugins(const std::vector<std::string>& files,
-                       const std::vector<std::string>& skip_names = {});
+                       const std::vector<std::string>& skip_names = {},
+                       const layers::LayerOptions* layers = nullptr);
 
 }  // namespace htr::rt
 

@@ -26,8 +26,10 @@
 #include "htr/htr.h"
 #include "htr/htr_plugin.h"
 #include "runtime/dtype.h"
+#include "runtime/layers/layers.h"
 #include "runtime/loader.h"
 #include "runtime/pool.h"
+#include "runtime/retry.h"
 #include "runtime/status.h"
 
 struct DLManagedTensor;
@@ -58,6 +60,7 @@ struct htr_device_s {
   bool host_accessible = false;
   std::unique_ptr<htr::rt::Pool> pool;
   htr_stream_s default_stream;
+  mutable htr::rt::FaultCounters faults;  // TRANSIENT retries, DEVICE_LOST (runtime/retry.h)
 };
 
 namespace htr::rt {
@@ -111,6 +114,7 @@ struct htr_runtime_s {
   std::deque<htr::rt::Rejection> rejected;
   std::vector<htr_device_s*> devices;  // visible devices, load order
   std::vector<std::string> visible_filter;  // HTR_VISIBLE_DEVICES items; empty = all
+  htr::rt::layers::LayerOptions layers;     // interposed on every plugin it loads
 
   ~htr_runtime_s();  // plugins destroyed in reverse load order
 };

@@ -94,7 +94,9 @@ HTR_API htr_status_t htr_op_run(htr_stream_t* stream, const char* op, htr_tensor
     HTR_ASSIGN_OR_RETURN(htr::rt::StreamChoice s, htr::rt::ChooseStream(device, stream, "htr_op_run"));
     if (s.sync) call.desc.flags |= HTR_LAUNCH_HOST_SYNC;  // we synchronize right below
     htr::prof::Dispatch prof(htr::prof::Kind::kLibrary, device, s.stream, op, &call.desc);
-    HTR_RETURN_IF_ERROR(Status(device->api->op_launch(s.stream->handle, &call.desc)));
+    HTR_RETURN_IF_ERROR(Status(htr::rt::RetryTransient(device, "op_launch", [&] {  // retry.h
+      return device->api->op_launch(s.stream->handle, &call.desc);
+    })));
     prof.Launched();
     if (s.sync) return Status(device->api->stream_synchronize(s.stream->handle));
     return Status();

@@ -154,10 +154,21 @@ HTR_API htr_status_t htr_runtime_create(const htr_runtime_options_t* options,
     if (const std::string bad = htr::rt::CheckEnvironment(); !bad.empty())
       return Error(HTR_STATUS_INVALID_ARGUMENT, "environment: {}", bad);
     so.env_plugin_path = cfg.plugin_path;
-    if (cfg.layers && !htr::rt::SplitList(*cfg.layers, ',').empty())
-      htr::rt::Log(HTR_LOG_WARN, "HTR_LAYERS='{}' ignored: this build has no layers", *cfg.layers);
+    // Layers: the options' lists win over HTR_LAYERS / HTR_FAULT (runtime/layers/layers.h).
+    std::string layer_list = cfg.layers.value_or(""), fault_spec = cfg.fault.value_or("");
+    if (options != nullptr && HTR_STRUCT_HAS_FIELD(options, htr_runtime_options_t, layers) &&
+        options->layers != nullptr)
+      layer_list = options->layers;
+    if (options != nullptr && HTR_STRUCT_HAS_FIELD(options, htr_runtime_options_t, fault) &&
+        options->fault != nullptr)
+      fault_spec = options->fault;
+    HTR_ASSIGN_OR_RETURN(htr::rt::layers::LayerOptions layers,
+                         htr::rt::layers::ParseLayerOptions(layer_list, fault_spec));
 
     auto rt = std::make_unique<htr_runtime_s>();
+    rt->layers = std::move(layers);
+    if (!rt->layers.empty())
+      htr::rt::Log(HTR_LOG_INFO, "layers on every plugin: {}", fmt::join(rt->layers.names, ","));
     if (cfg.visible_devices) rt->visible_filter = htr::rt::SplitList(*cfg.visible_devices, ',');
     for (const std::string& dir : htr::rt::SearchPath(so)) {
       rt->search_path.push_back(dir);
@@ -165,7 +176,7 @@ HTR_API htr_status_t htr_runtime_create(const htr_runtime_options_t* options,
     }
     {
       std::lock_guard<std::mutex> lock(rt->mu);
-      htr::rt::AdoptPlugins(rt.get(), htr::rt::LoadPlugins(files));
+      htr::rt::AdoptPlugins(rt.get(), htr::rt::LoadPlugins(files, {}, &rt->layers));
     }
     *out_runtime = rt.release();
     return Status();
@@ -185,7 +196,7 @@ HTR_API htr_status_t htr_runtime_load_plugin(htr_runtime_t* runtime, const char*
     if (path == nullptr || *path == '\0')
       return Error(HTR_STATUS_INVALID_ARGUMENT, "path is NULL or empty");
     std::lock_guard<std::mutex> lock(runtime->mu);
-    htr::rt::LoadResult result = htr::rt::LoadPlugins({path}, LoadedNames(runtime));
+    htr::rt::LoadResult result = htr::rt::LoadPlugins({path}, LoadedNames(runtime), &runtime->layers);
     if (!result.rejected.empty()) {
       htr::rt::Rejection r = result.rejected.front();
       htr::rt::AdoptPlugins(runtime, std::move(result));

@@ -83,11 +83,19 @@ typedef struct htr_runtime_options_t {
   /* Explicit plugin files to load (paths; borrowed for the call). */
   const char* const* plugin_files;
   size_t num_plugin_files;
+  /* Interposer layers between the runtime and every plugin, ','-separated,
+   * outermost first ("fault,validate,trace"); NULL: HTR_LAYERS decides, ""
+   * means none. Borrowed for the call. See README.md (HTR_LAYERS). */
+  const char* layers;
+  /* The fault layer's rules (HTR_FAULT grammar); NULL: HTR_FAULT decides.
+   * Borrowed for the call. */
+  const char* fault;
 } htr_runtime_options_t;
 
 /* Creates a runtime and loads plugins. Bad plugins are recorded (see
- * htr_runtime_rejected_*) and skipped; this fails only for invalid options or
- * exhausted host memory. `options` may be NULL. Caller frees the runtime with
+ * htr_runtime_rejected_*) and skipped; this fails only for invalid options
+ * (an unknown layer or a fault spec that does not parse included: the status
+ * names the reason) or exhausted host memory. `options` may be NULL. Caller frees the runtime with
  * htr_runtime_destroy. */
 HTR_API htr_status_t htr_runtime_create(const htr_runtime_options_t* options,
                                         htr_runtime_t** out_runtime);
@@ -175,6 +183,18 @@ typedef struct htr_pool_stats_t {
 } htr_pool_stats_t;
 
 HTR_API htr_status_t htr_device_pool_stats(htr_device_t* device, htr_pool_stats_t* out_stats);
+
+/* Fault recovery counters, per device (runtime/retry.h). Enqueueing calls
+ * (kernel launches, library ops, copies, fills) that a plugin answers with
+ * TRANSIENT are retried with bounded backoff; DEVICE_LOST is never retried
+ * and marks the device lost. `out->struct_size` set by the caller. */
+typedef struct htr_fault_stats_t {
+  size_t struct_size;
+  uint64_t transient_retries;   /* retries made after TRANSIENT */
+  uint64_t transient_exhausted; /* calls still TRANSIENT when the retries ran out */
+  int device_lost;              /* 1 once the device answered DEVICE_LOST */
+} htr_fault_stats_t;
+HTR_API htr_status_t htr_device_fault_stats(htr_device_t* device, htr_fault_stats_t* out_stats);
 /* Return all cached, unused memory to the device. */
 HTR_API htr_status_t htr_device_pool_trim(htr_device_t* device);
 HTR_API htr_status_t htr_device_pool_reset_peak(htr_device_t* device);

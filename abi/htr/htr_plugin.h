@@ -27,6 +27,20 @@
  *   arguments (NULL handles, out-of-range offsets) give
  *   HTR_STATUS_INVALID_ARGUMENT; an allocation the device cannot satisfy gives
  *   HTR_STATUS_OUT_OF_MEMORY; an unusable device gives HTR_STATUS_DEVICE_LOST.
+ *   An entry that enqueues work (copies, fill, op_launch, kernel_launch,
+ *   collective, graph_launch) and fails has enqueued nothing; when it answers
+ *   HTR_STATUS_TRANSIENT the host may call it again with the same arguments
+ *   (the runtime does, with bounded backoff: runtime/retry.h). TRANSIENT from
+ *   a wait (stream/event synchronize) means enqueued work failed and may have
+ *   written part of its outputs: the host does not retry it alone. After
+ *   DEVICE_LOST the device is not used again (no retry on a poisoned
+ *   context).
+ *
+ * LAYERS
+ *   The host may interpose layers between itself and this table (HTR_LAYERS:
+ *   fault injection, validation, tracing; runtime/layers/layers.h). They
+ *   wrap the table and pass handles through unchanged; a plugin needs
+ *   nothing to support them.
  *
  * OWNERSHIP
  *   Written beside each pointer: "borrowed for the call", "lives as long as

@@ -81,6 +81,8 @@ tokens     --tokenizer tokenizer.json (Hugging Face byte-level BPE: encodes the 
 hf         --init-from DIR (a `transformers` save_pretrained directory: config.json +
            model.safetensors)  --save-hf DIR (writes one that `transformers` loads)
 testing    --kill-after-step N (SIGKILL right after step N, to test --resume)
+recovery   --step-replays N (replay a step that failed with TRANSIENT or OUT_OF_MEMORY from a
+           snapshot of the state taken at its start, at most N times; default 0: no snapshot)
 )" + std::string(MemoryUsage());
 }
 
@@ -196,6 +198,8 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
       {"--tokenizer", str_flag(&c->tokenizer)},
       {"--vocab", int_flag(&c->vocab, 1)},
       {"--save-hf", str_flag(&c->save_hf)},
+      // Fault recovery (recovery.h).
+      {"--step-replays", int_flag(&c->step_replays, 0)},
   };
   for (size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];

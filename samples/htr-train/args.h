@@ -74,6 +74,7 @@ struct Config {
 
   // Testing aid: send SIGKILL to ourselves right after this step (-1 = off).
   int64_t kill_after_step = -1;
+  int64_t step_replays = 0;  // --step-replays N: replay a failed step from its snapshot (recovery.h)
 
   // Which flags were given explicitly (so presets/files don't override).
   bool heads_set = false;

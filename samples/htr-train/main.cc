@@ -28,6 +28,7 @@
 #include "token_file.h"
 #include "tokenizer.h"
 #include "run_limits.h"
+#include "recovery.h"
 #include "trainer.h"
 #include "weights_io.h"
 
@@ -310,19 +311,14 @@ int Main(int argc, char** argv) {
   err = profile.Start();
   if (!err.empty()) return Fail(err);
   int64_t done = 0;
+  StepRecovery recovery(c.step_replays, c.grad_accum, device.get());  // recovery.h
   for (int64_t step = state.next_step; step < c.steps; ++step) {
     const auto t0 = Clock::now();
     MemoryBeforeStep(c.memory, device.get(), step);  // --oom-at-step testing aid (memory.h)
     const double lr = LearningRate(c, step, c.steps);
     StepResult r;
     profile.StepBegin(step);
-    const std::string rng_before = sampler.rng().Save();
-    err = trainer.Step(step, lr, &sampler, &r);
-    if (!err.empty() && PrepareOomRetry(err, c.grad_accum, device.get(), step)) {  // memory.h
-      sampler.rng().Load(rng_before);
-      err = trainer.Step(step, lr, &sampler, &r);
-      if (!err.empty()) err = OomRetryFailed(err);
-    }
+    err = recovery.Step(trainer, step, lr, &sampler, &r);  // replays, OOM retry (recovery.h)
     profile.StepEnd();
     if (!err.empty()) {
       progress.Finish();
@@ -352,6 +348,7 @@ int Main(int argc, char** argv) {
     }
   }
   progress.Finish();
+  std::printf("%s", recovery.Summary().c_str());
   if (c.memory.report) {  // after the steps, before evaluation allocates (memory.h)
     std::printf("%s", MemoryReportText(trainer.train_executable(), device.get()).c_str());
     std::printf("%s", MemoryJsonLine(trainer.train_executable(), device.get(), c.memory).c_str());

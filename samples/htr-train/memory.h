@@ -97,6 +97,13 @@ class LossScaler {
   std::string Update(htr_executable_t* train, int64_t step, bool* skipped);
   double scale() const { return scale_; }
   int64_t skipped_steps() const { return skipped_; }
+  // The host-side scaling state, for a step replay (recovery.h).
+  struct Saved {
+    double scale = 1.0;
+    int64_t clean = 0, skipped = 0;
+  };
+  Saved Save() const { return {scale_, clean_, skipped_}; }
+  void Load(const Saved& s) { scale_ = s.scale, clean_ = s.clean, skipped_ = s.skipped; }
 
  private:
   bool enabled_ = false;

@@ -13,7 +13,11 @@
 namespace htr_train {
 namespace {
 
+// The code of the first status taken since Trainer::Step began (StepResult::code).
+thread_local htr_status_code_t t_first_code = HTR_STATUS_OK;
+
 std::string Take(htr_status_t s) {
+  if (t_first_code == HTR_STATUS_OK) t_first_code = htr_status_code(s);
   std::string m = htr_status_message(s);
   htr_status_free(s);
   return m;
@@ -72,6 +76,7 @@ Trainer::~Trainer() {
   // The executables hold their own references to bound inputs (set_input
   // retains), so ours can go first.
   for (htr_tensor_t* t : {ids_, targets_, lr_, step_, apply_, sample_ids_}) htr_tensor_release(t);
+  for (htr_tensor_t* t : snap_) htr_tensor_release(t);
 }
 
 std::string Trainer::Compile(GraphBuilder& g, Executable* exe) {
@@ -208,6 +213,8 @@ std::string Trainer::Step(int64_t step, double lr, BatchSampler* sampler, StepRe
   // synchronize covers both reads, so a step costs the host three waits instead of one per copy.
   // The host buffers are members: they must outlive the enqueued copies.
   htr_stream_t* const s = stream_.get();
+  t_first_code = HTR_STATUS_OK;
+  out->code = HTR_STATUS_OK;
   step_host_.lr = static_cast<float>(lr);
   step_host_.step = static_cast<float>(step + 1);
   std::string err = Upload(lr_, &step_host_.lr, sizeof(float), s);
@@ -242,7 +249,10 @@ std::string Trainer::Step(int64_t step, double lr, BatchSampler* sampler, StepRe
   out->grad_norm = step_host_.grad_norm;
   // fp16: overflowed gradients skip the update (memory.h).
   if (err.empty()) err = scaler_.Update(train_.get(), step, &out->skipped);
-  if (!err.empty()) return "step " + std::to_string(step) + ": " + err;
+  if (!err.empty()) {
+    out->code = t_first_code == HTR_STATUS_OK ? HTR_STATUS_UNKNOWN : t_first_code;
+    return "step " + std::to_string(step) + ": " + err;
+  }
   out->loss = c_.grad_accum == 1 ? loss_sum : loss_sum / static_cast<double>(c_.grad_accum);
   if (!std::isfinite(out->loss))
     return "step " + std::to_string(step) + ": the loss is not finite (" +
@@ -272,6 +282,57 @@ std::string Trainer::NonFiniteParam() {
     htr_tensor_release(t);
   }
   return "";
+}
+
+std::string Trainer::SnapshotState() {
+  if (state_names_.empty()) {
+    for (const ParamSpec& p : specs_) state_names_.push_back(p.name);
+    for (int which = 1; which <= 2; ++which)
+      for (const ParamSpec& p : specs_) state_names_.push_back(MomentName(p.name, which));
+    if (c_.grad_accum > 1)
+      for (const ParamSpec& p : specs_) state_names_.push_back("accum." + p.name);
+  }
+  htr_stream_t* const s = stream_.get();
+  for (size_t i = 0; i < state_names_.size(); ++i) {
+    htr_tensor_t* live = nullptr;
+    htr_status_t st = htr_executable_get_state(train_.get(), state_names_[i].c_str(), &live);
+    if (st) return "snapshot of state " + state_names_[i] + ": " + Take(st);
+    if (snap_.size() <= i) {
+      const uint32_t rank = htr_tensor_rank(live);
+      const int64_t scalar_shape = 1;
+      htr_tensor_t* t = nullptr;
+      st = htr_tensor_create_on_stream(s, htr_tensor_dtype(live), rank,
+                                       rank ? htr_tensor_shape(live) : &scalar_shape, &t);
+      if (st) {
+        htr_tensor_release(live);
+        return "snapshot of state " + state_names_[i] + ": " + Take(st);
+      }
+      snap_.push_back(t);
+    }
+    st = htr_tensor_copy(snap_[i], live, s);
+    htr_tensor_release(live);
+    if (st) return "snapshot of state " + state_names_[i] + ": " + Take(st);
+  }
+  scaler_snap_ = scaler_.Save();
+  htr_status_t st = htr_stream_synchronize(s);
+  return st ? "snapshot of the state: " + Take(st) : "";
+}
+
+std::string Trainer::RestoreState() {
+  if (snap_.size() != state_names_.size() || snap_.empty()) return "no state snapshot to restore";
+  htr_stream_t* const s = stream_.get();
+  htr_status_free(htr_stream_synchronize(s));  // the failed step's work is over (or failed)
+  for (size_t i = 0; i < state_names_.size(); ++i) {
+    htr_tensor_t* live = nullptr;
+    htr_status_t st = htr_executable_get_state(train_.get(), state_names_[i].c_str(), &live);
+    if (st) return "restoring state " + state_names_[i] + ": " + Take(st);
+    st = htr_tensor_copy(live, snap_[i], s);
+    htr_tensor_release(live);
+    if (st) return "restoring state " + state_names_[i] + ": " + Take(st);
+  }
+  scaler_.Load(scaler_snap_);
+  htr_status_t st = htr_stream_synchronize(s);
+  return st ? "restoring the state: " + Take(st) : "";
 }
 
 std::string Trainer::CopyParamsTo(Executable* dst) {

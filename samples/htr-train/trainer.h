@@ -36,6 +36,7 @@ struct StepResult {
   double loss = 0;       // mean over micro-batches, before the update
   double grad_norm = 0;  // before clipping
   bool skipped = false;  // fp16 loss scaling: gradients overflowed, no update (memory.h)
+  htr_status_code_t code = HTR_STATUS_OK;  // a failed Step: the code of its first failing call
 };
 
 class Trainer {
@@ -69,6 +70,12 @@ class Trainer {
   // One optimizer step `step` (0-based) on micro-batches drawn from
   // `sampler`, at learning rate `lr`.
   std::string Step(int64_t step, double lr, BatchSampler* sampler, StepResult* out);
+  // Step replay (recovery.h): SnapshotState copies every state of the training executable
+  // (parameters, moments, gradient accumulators) into device tensors of its own, allocated on
+  // the first call, and saves the loss scaler; RestoreState writes them back, so a step that
+  // failed part-way can run again from where it started. Both wait for the run stream.
+  std::string SnapshotState();
+  std::string RestoreState();
 
   // Mean validation loss over `batches` fixed batches of `data`.
   std::string Evaluate(const std::vector<int32_t>& data, int64_t batches, double* out);
@@ -107,6 +114,9 @@ class Trainer {
     std::vector<float> apply, loss;
   } step_host_;
   LossScaler scaler_;  // fp16 dynamic loss scaling (memory.h)
+  std::vector<std::string> state_names_;  // SnapshotState: every state of train_
+  std::vector<htr_tensor_t*> snap_;       // per state_names_ entry (owned)
+  LossScaler::Saved scaler_snap_;
   RunStream stream_;   // executables run on it; input tensors live on it (memory.h)
 };
 

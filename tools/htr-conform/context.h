@@ -49,7 +49,8 @@ struct CaseResult {
 // The plugin under test, as the loader left it: initialized, not shut down.
 // All pointers are borrowed from the loader and live until it unloads.
 struct Target {
-  const htr_plugin_api_t* api = nullptr;
+  const htr_plugin_api_t* api = nullptr;         // the table tested (a layer's under --layers)
+  const htr_plugin_api_t* plugin_api = nullptr;  // the plugin's own table
   htr_plugin_ctx_t* ctx = nullptr;
   const htr_host_api_t* host = nullptr;
   std::string path;       // the shared object's path

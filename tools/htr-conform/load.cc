@@ -6,7 +6,7 @@
 
 namespace conform {
 
-Loaded LoadTarget(const std::string& req) {
+Loaded LoadTarget(const std::string& req, const htr::rt::layers::LayerOptions* layers) {
   Loaded out;
   const bool by_path = req.find('/') != std::string::npos ||
                        (req.size() > 3 && req.compare(req.size() - 3, 3, ".so") == 0);
@@ -31,7 +31,7 @@ Loaded LoadTarget(const std::string& req) {
       return out;
     }
   }
-  htr::rt::LoadResult r = htr::rt::LoadPlugins(files);
+  htr::rt::LoadResult r = htr::rt::LoadPlugins(files, {}, layers);
   if (r.loaded.empty()) {
     out.error = "not loaded:";
     for (const auto& rej : r.rejected) out.error += " " + rej.path + ": " + rej.reason + ";";
@@ -39,6 +39,7 @@ Loaded LoadTarget(const std::string& req) {
   }
   out.lib = std::move(r.loaded.front());
   out.target.api = out.lib->api();
+  out.target.plugin_api = out.lib->plugin_api();
   out.target.ctx = out.lib->ctx();
   out.target.host = out.lib->host();
   out.target.path = out.lib->path();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "context.h"
+#include "runtime/layers/layers.h"
 #include "runtime/loader.h"
 
 namespace conform {
@@ -25,7 +26,10 @@ struct Loaded {
   std::vector<std::string> searched;            // directories searched (by name)
 };
 
-Loaded LoadTarget(const std::string& name_or_path);
+// `layers` (may be NULL): interposed between the kit and the plugin's table
+// (runtime/layers/layers.h), so the suites run through them.
+Loaded LoadTarget(const std::string& name_or_path,
+                  const htr::rt::layers::LayerOptions* layers = nullptr);
 
 }  // namespace conform
 

@@ -2,7 +2,7 @@
 // runtime's loader and runs suites against its raw table.
 //
 //   htr-conform --plugin NAME|PATH [--suite S[,S...]] [--device N]
-//               [--json FILE] [--no-fork] [--list]
+//               [--json FILE] [--no-fork] [--list] [--layers L[,L...]] [--fault SPEC]
 //
 // Cases that may crash run in a child: htr-conform re-executed with
 // --child-case NAME --child-fd FD (internal options, context.h).
@@ -18,6 +18,7 @@
 
 #include "context.h"
 #include "load.h"
+#include "runtime/config.h"
 #include "registry.h"
 #include "report.h"
 
@@ -26,7 +27,8 @@ namespace {
 void Usage(std::FILE* out) {
   std::fprintf(out,
                "usage: htr-conform --plugin NAME|PATH [--suite S[,S...]] [--device N]\n"
-               "                   [--json FILE] [--no-fork] [--list]\n"
+               "                   [--json FILE] [--no-fork] [--list] [--layers L[,L...]]\n"
+               "                   [--fault SPEC]\n"
                "  --plugin   plugin name (searched like the runtime: HTR_PLUGIN_PATH, install\n"
                "             dir, build tree) or path to a libhtr_<name>.so\n"
                "  --suite    run only these suites (see --list)\n"
@@ -34,7 +36,10 @@ void Usage(std::FILE* out) {
                "  --json     also write all results to FILE\n"
                "  --no-fork  run crash-prone cases in-process instead of in a child process\n"
                "             (a crash then ends the run)\n"
-               "  --list     list suites and exit\n");
+               "  --list     list suites and exit\n"
+               "  --layers   run the suites through these interposer layers, outermost first\n"
+               "             (fault, validate, trace; as HTR_LAYERS, which applies when unset)\n"
+               "  --fault    the fault layer's rules (HTR_FAULT grammar; HTR_FAULT when unset)\n");
 }
 
 }  // namespace
@@ -43,6 +48,8 @@ int main(int argc, char** argv) {
   std::string plugin, json_path, suites_arg, child_case;
   long device = 0, child_fd = -1;
   bool isolate = true, list = false;
+  std::string layers_arg, fault_arg;
+  bool layers_set = false, fault_set = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](std::string* dst) {
@@ -70,6 +77,12 @@ int main(int argc, char** argv) {
       char* end = nullptr;
       child_fd = std::strtol(fd_text.c_str(), &end, 10);
       if (*end != '\0' || child_fd < 0) return Usage(stderr), 2;
+    } else if (a == "--layers") {
+      if (!value(&layers_arg)) return Usage(stderr), 2;
+      layers_set = true;
+    } else if (a == "--fault") {
+      if (!value(&fault_arg)) return Usage(stderr), 2;
+      fault_set = true;
     } else if (a == "--no-fork") {
       isolate = false;
     } else if (a == "--list") {
@@ -108,7 +121,17 @@ int main(int argc, char** argv) {
     }
   }
 
-  conform::Loaded loaded = conform::LoadTarget(plugin);
+  {
+    const htr::rt::Config cfg = htr::rt::ReadConfig();
+    if (!layers_set) layers_arg = cfg.layers.value_or("");
+    if (!fault_set) fault_arg = cfg.fault.value_or("");
+  }
+  auto layer_opts = htr::rt::layers::ParseLayerOptions(layers_arg, fault_arg);
+  if (!layer_opts.ok()) {
+    std::fprintf(stderr, "htr-conform: %s\n", layer_opts.status().message());
+    return 2;
+  }
+  conform::Loaded loaded = conform::LoadTarget(plugin, &*layer_opts);
   if (!loaded.lib) {
     std::vector<conform::CaseResult> results = {
         {"abi", "load", conform::Result::kFail, loaded.error}};
@@ -134,7 +157,12 @@ int main(int argc, char** argv) {
               loaded.target.path.c_str());
 
   conform::Context ctx(loaded.target, static_cast<uint32_t>(device), isolate);
-  ctx.SetExecArgs({argv[0], "--plugin", loaded.target.path, "--device", std::to_string(device)});
+  std::vector<std::string> exec_args = {argv[0], "--plugin", loaded.target.path, "--device",
+                                        std::to_string(device), "--layers", layers_arg};
+  if (!fault_arg.empty()) exec_args.insert(exec_args.end(), {"--fault", fault_arg});
+  ctx.SetExecArgs(exec_args);
+  if (!layer_opts->empty())
+    std::printf("htr-conform: through layers %s\n", layers_arg.c_str());
   if (ctx.has_device()) {
     std::printf("htr-conform: device %ld: %s\n\n", device, ctx.props().name);
   } else {

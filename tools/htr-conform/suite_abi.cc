@@ -161,7 +161,7 @@ void RunAbi(Context& ctx) {
     static_assert(sizeof(fn) == sizeof(sym), "function pointer size");
     std::memcpy(&fn, &sym, sizeof fn);
     const htr_plugin_api_t* again = fn(HTR_PLUGIN_ABI_MAJOR);
-    CONFORM_REQUIRE(again == api, "a second call returned a different table");
+    CONFORM_REQUIRE(again == t.plugin_api, "a second call returned a different table");
     return Outcome::Pass();
   });
 
