@@ -72,7 +72,7 @@ eval       --eval-every N  --eval-batches N  --sample-tokens N  --temperature X 
            --prompt TEXT
 display    --progress auto|bar|plain  --print-every N  --print-plan
            --profile FILE (trace of the training steps; read it with htr-prof FILE)
-)" + std::string(MemoryUsage());
+)" + std::string(MemoryUsage()) + ParallelUsage();
 }
 
 std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_preset) {
@@ -195,6 +195,11 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
       } else {
         c->resume = "auto";
       }
+      continue;
+    }
+    std::string parallel_err;  // --comm-timeout, --kill-rank (parallel.h)
+    if (ParseParallelFlag(words, &i, &c->parallel, &parallel_err)) {
+      if (!parallel_err.empty()) return parallel_err;
       continue;
     }
     std::string memory_err;  // --precision, --recompute, ... (memory.h)

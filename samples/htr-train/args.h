@@ -7,6 +7,7 @@
 #include <string>
 
 #include "memory.h"
+#include "parallel.h"
 
 namespace htr_train {
 
@@ -66,6 +67,7 @@ struct Config {
   std::string profile;      // --profile FILE: Chrome trace of the training steps (profile.h)
 
   MemoryFlags memory;  // --precision, --recompute, --memory-budget, --memory-report (memory.h)
+  ParallelFlags parallel;  // --comm-timeout, --kill-rank (parallel.h)
 
   // Testing aid: send SIGKILL to ourselves right after this step (-1 = off).
   int64_t kill_after_step = -1;
