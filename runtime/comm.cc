@@ -2,27 +2,29 @@
 // device's plugin (ABI >= 1.2 collective entries). The runtime checks
 // tensors (device, dtype, density, element counts) and turns them into
 // (buffer, byte offset) pairs; the plugin checks ranges again and talks to
-// its library (NCCL, RCCL, ...).
+// its library (NCCL, RCCL, MPI...). Communicators of the runtime (comm.h,
+// made by htr_world_comm_create for plugins without collectives or ranks
+// on different plugins) stage the tensors through host memory and run the
+// collective over MPI here.
+#include <algorithm>
+#include <climits>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "htr/htr_comm.h"
+#include "runtime/comm.h"
 #include "runtime/copy.h"
 #include "runtime/dtype.h"
 #include "runtime/layout.h"
+#include "runtime/mpi.h"
 #include "runtime/objects.h"
 #include "runtime/profiler.h"
 
 using htr::Status;
 using htr::rt::Error;
 using htr::rt::Guard;
-
-struct htr_comm_s {
-  htr_device_s* device = nullptr;
-  htr_plugin_comm_t* handle = nullptr;
-  uint32_t nranks = 0;
-  uint32_t rank = 0;
-};
 
 namespace {
 
@@ -65,6 +67,100 @@ Status Describe(const htr_comm_s* comm, const htr_tensor_s* t, const char* what,
   return Status();
 }
 
+// The runtime's path: the stream is synchronized, the tensors staged
+// through host memory, the collective run over MPI (or, with one rank and no
+// MPI, as a copy), the result written back before returning.
+Status RunStaged(htr_stream_s* stream, htr_comm_s* comm, htr_collective_kind_t kind, htr_tensor_t* src,
+                 htr_tensor_t* dst, htr_dtype_t dtype, uint64_t count, htr_reduce_op_t op, uint32_t peer) {
+  const uint64_t es = htr::rt::DtypeSize(dtype);
+  const uint64_t n = comm->nranks;
+  const bool reduce = kind == HTR_COLLECTIVE_ALL_REDUCE || kind == HTR_COLLECTIVE_REDUCE_SCATTER;
+  if ((kind == HTR_COLLECTIVE_BROADCAST || kind == HTR_COLLECTIVE_SEND || kind == HTR_COLLECTIVE_RECV) &&
+      peer >= comm->nranks)
+    return Error(HTR_STATUS_INVALID_ARGUMENT, "collective: peer {} of {} ranks", peer, comm->nranks);
+  if ((kind == HTR_COLLECTIVE_SEND || kind == HTR_COLLECTIVE_RECV) && peer == comm->rank)
+    return Error(HTR_STATUS_INVALID_ARGUMENT, "collective: send/recv with itself (rank {})", peer);
+  std::string why;
+  const htr::rt::mpi::Api* api = comm->mpi != nullptr ? htr::rt::mpi::Get(&why) : nullptr;
+  if (comm->mpi != nullptr && api == nullptr) return Error(HTR_STATUS_UNAVAILABLE, "collective: {}", why);
+  void* type = nullptr;
+  void* mop = nullptr;
+  if (reduce && api != nullptr && !api->ReduceTypes(dtype, op, &type, &mop))
+    return Error(HTR_STATUS_UNIMPLEMENTED, "collective: reductions over MPI take f32, f64, i32 or i64, not {}",
+                 htr::rt::DtypeName(dtype));
+  const uint64_t src_bytes = (kind == HTR_COLLECTIVE_REDUCE_SCATTER ? count * n : count) * es;
+  const uint64_t dst_bytes = (kind == HTR_COLLECTIVE_ALL_GATHER ? count * n : count) * es;
+  if (kind != HTR_COLLECTIVE_ALL_REDUCE && kind != HTR_COLLECTIVE_BROADCAST && (src_bytes > INT_MAX || dst_bytes > INT_MAX))
+    return Error(HTR_STATUS_UNIMPLEMENTED, "collective of {} bytes exceeds MPI's int count", std::max(src_bytes, dst_bytes));
+  const htr::rt::StreamChoice sync{stream, true};
+  HTR_RETURN_IF_ERROR(Status(comm->device->api->stream_synchronize(stream->handle)));
+  const bool have_src = src != nullptr && kind != HTR_COLLECTIVE_RECV;
+  comm->stage_src.resize(have_src ? src_bytes : 0);
+  comm->stage_dst.resize(kind == HTR_COLLECTIVE_SEND ? 0 : dst_bytes);
+  char* hs = comm->stage_src.data();
+  char* hd = comm->stage_dst.data();
+  if (have_src) HTR_RETURN_IF_ERROR(htr::rt::ReadToHost(src, hs, sync));
+  int rc = htr::rt::mpi::kSuccess;
+  const char* call = "collective";
+  if (api == nullptr) {  // one rank: a copy
+    if (have_src && kind != HTR_COLLECTIVE_SEND) std::memcpy(hd, hs, dst_bytes);
+  } else {
+    void* c = comm->mpi;
+    switch (kind) {
+      case HTR_COLLECTIVE_ALL_REDUCE:
+        call = "MPI_Allreduce";
+        for (uint64_t off = 0; off < count && rc == htr::rt::mpi::kSuccess; off += INT_MAX)
+          rc = api->MPI_Allreduce(hs + off * es, hd + off * es, static_cast<int>(std::min<uint64_t>(INT_MAX, count - off)),
+                                  type, mop, c);
+        break;
+      case HTR_COLLECTIVE_REDUCE_SCATTER:
+        call = "MPI_Reduce_scatter_block";
+        rc = api->MPI_Reduce_scatter_block(hs, hd, static_cast<int>(count), type, mop, c);
+        break;
+      case HTR_COLLECTIVE_ALL_GATHER:
+        call = "MPI_Allgather";
+        rc = api->MPI_Allgather(hs, static_cast<int>(src_bytes), api->ompi_mpi_byte, hd, static_cast<int>(src_bytes),
+                                api->ompi_mpi_byte, c);
+        break;
+      case HTR_COLLECTIVE_BROADCAST:
+        call = "MPI_Bcast";
+        if (peer == comm->rank) std::memcpy(hd, hs, dst_bytes);
+        for (uint64_t off = 0; off < dst_bytes && rc == htr::rt::mpi::kSuccess; off += INT_MAX)
+          rc = api->MPI_Bcast(hd + off, static_cast<int>(std::min<uint64_t>(INT_MAX, dst_bytes - off)),
+                              api->ompi_mpi_byte, static_cast<int>(peer), c);
+        break;
+      case HTR_COLLECTIVE_SEND:
+        call = "MPI_Send";
+        rc = api->MPI_Send(hs, static_cast<int>(src_bytes), api->ompi_mpi_byte, static_cast<int>(peer), 0, c);
+        break;
+      case HTR_COLLECTIVE_RECV:
+        call = "MPI_Recv";
+        rc = api->MPI_Recv(hd, static_cast<int>(dst_bytes), api->ompi_mpi_byte, static_cast<int>(peer), 0, c, nullptr);
+        break;
+    }
+  }
+  if (rc != htr::rt::mpi::kSuccess)
+    return Error(HTR_STATUS_INTERNAL, "rank {}: {}", comm->rank, api->ErrorText(call, rc));
+  if (op == HTR_REDUCE_AVG && reduce && api != nullptr) {
+    const uint64_t m = count;
+    if (dtype == HTR_DTYPE_F32) {
+      auto* p = reinterpret_cast<float*>(hd);
+      for (uint64_t i = 0; i < m; ++i) p[i] /= static_cast<float>(n);
+    } else if (dtype == HTR_DTYPE_F64) {
+      auto* p = reinterpret_cast<double*>(hd);
+      for (uint64_t i = 0; i < m; ++i) p[i] /= static_cast<double>(n);
+    } else if (dtype == HTR_DTYPE_I32) {
+      auto* p = reinterpret_cast<int32_t*>(hd);
+      for (uint64_t i = 0; i < m; ++i) p[i] /= static_cast<int32_t>(n);
+    } else {
+      auto* p = reinterpret_cast<int64_t*>(hd);
+      for (uint64_t i = 0; i < m; ++i) p[i] /= static_cast<int64_t>(n);
+    }
+  }
+  if (kind != HTR_COLLECTIVE_SEND) HTR_RETURN_IF_ERROR(htr::rt::WriteFromHost(dst, hd, sync));
+  return Status();
+}
+
 Status Run(htr_stream_t* stream, htr_comm_s* comm, htr_collective_kind_t kind, htr_tensor_t* src,
            htr_tensor_t* dst, htr_reduce_op_t op, uint32_t peer) {
   if (comm == nullptr) return Error(HTR_STATUS_INVALID_ARGUMENT, "comm is NULL");
@@ -98,6 +194,7 @@ Status Run(htr_stream_t* stream, htr_comm_s* comm, htr_collective_kind_t kind, h
     default: count = static_cast<uint64_t>(d.numel); break;
   }
   HTR_ASSIGN_OR_RETURN(htr::rt::StreamChoice sc, htr::rt::ChooseStream(comm->device, stream, "collective"));
+  if (comm->handle == nullptr) return RunStaged(sc.stream, comm, kind, src, dst, dtype, count, op, peer);
   htr_collective_args_t a{};
   a.struct_size = sizeof a;
   a.kind = kind;
@@ -184,6 +281,14 @@ HTR_API htr_status_t htr_comm_create_local(htr_device_t* const* devices, uint32_
 HTR_API void htr_comm_destroy(htr_comm_t* comm) {
   if (comm == nullptr) return;
   if (comm->handle != nullptr) comm->device->api->comm_destroy(comm->handle);
+  if (comm->mpi != nullptr) {
+    std::string why;
+    if (const htr::rt::mpi::Api* api = htr::rt::mpi::Get(&why)) {
+      int fin = 0;
+      api->MPI_Finalized(&fin);
+      if (!fin) api->MPI_Comm_free(&comm->mpi);
+    }
+  }
   delete comm;
 }
 

@@ -42,6 +42,8 @@ Config ReadConfig() {
   return c;
 }
 
+std::optional<std::string> ReadMpiLaunchSize() { return ReadEnv("OMPI_COMM_WORLD_SIZE"); }
+
 const char* ConfigGetCached(const char* key) noexcept {
   if (key == nullptr || *key == '\0') return nullptr;
   static std::mutex mu;

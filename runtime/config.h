@@ -50,6 +50,10 @@ struct Config {
 // Reads the environment now (each runtime takes a fresh snapshot at create).
 Config ReadConfig();
 
+// OMPI_COMM_WORLD_SIZE, which Open MPI's mpirun sets in every process it starts (htr_world_open
+// reads it: set means "launched by mpirun"); nullopt when unset.
+std::optional<std::string> ReadMpiLaunchSize();
+
 // One environment value (secure_getenv); nullopt when unset.
 std::optional<std::string> ReadEnv(const char* key);
 

@@ -43,6 +43,8 @@ record() {  # record <stage> <passed> <failed>
 PKGS=(meson ninja-build pkg-config g++ catch2 libfmt-dev libdnnl-dev libopenblas-dev
       libhwloc-dev libffi-dev libdlpack-dev nlohmann-json3-dev python3-torch python3-numpy
       python3-pip fortunes
+      # data parallel across processes (tests/comm, issue 34): mpirun and libmpi.so.40
+      openmpi-bin libopenmpi-dev
       chromium  # tests/profiler: htr-prof --html checked in headless Chromium
       # vulkan plugin on Mesa's lavapipe (CPU Vulkan device): the loader, shaderc +
       # glslang + SPIRV-Tools archives, the driver and the Khronos validation layer

@@ -56,7 +56,7 @@ htr_status_t device_get_properties(htr_plugin_ctx_t* ctx, uint32_t index,
                         HTR_DTYPE_I64, HTR_DTYPE_U8, HTR_DTYPE_BOOL, HTR_DTYPE_F64}) {
     p.dtype_mask |= HTR_DTYPE_BIT(d);
   }
-  p.capabilities = HTR_CAP_HOST_ACCESSIBLE | HTR_CAP_TIMERS | HTR_CAP_KERNEL_IR;
+  p.capabilities = HTR_CAP_HOST_ACCESSIBLE | HTR_CAP_TIMERS | HTR_CAP_KERNEL_IR | HTR_CAP_COLLECTIVES;
   if (matmul_impl_built(MatmulImpl::kAuto)) {
     p.capabilities |= HTR_CAP_LIBRARY_OPS;
   }

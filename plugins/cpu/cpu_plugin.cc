@@ -3,6 +3,7 @@
 // environment), then never again.
 #include "cpu_plugin.h"
 
+#include "cpu_comm.h"
 #include "cpu_device.h"
 #include "cpu_kernel.h"
 #include "cpu_memory.h"
@@ -137,6 +138,14 @@ htr_plugin_api_t make_table() {
   t.kernel_compile = kernel_compile;
   t.kernel_destroy = kernel_destroy;
   t.kernel_launch = kernel_launch;
+  // Collectives over Open MPI, loaded with dlopen (cpu_comm.h).
+  t.comm_get_unique_id = comm_get_unique_id;
+  t.comm_create = comm_create;
+  t.comm_create_local = comm_create_local;
+  t.comm_destroy = comm_destroy;
+  t.comm_group_begin = comm_group_begin;
+  t.comm_group_end = comm_group_end;
+  t.collective = collective;
   return t;
 }
 

@@ -83,7 +83,7 @@ hf         --init-from DIR (a `transformers` save_pretrained directory: config.j
 testing    --kill-after-step N (SIGKILL right after step N, to test --resume)
 recovery   --step-replays N (replay a step that failed with TRANSIENT or OUT_OF_MEMORY from a
            snapshot of the state taken at its start, at most N times; default 0: no snapshot)
-)" + std::string(MemoryUsage());
+)" + std::string(MemoryUsage()) + ParallelUsage();
 }
 
 std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_preset) {
@@ -214,6 +214,11 @@ std::string ParseArgs(int argc, char** argv, Config* c, const std::string& auto_
       } else {
         c->resume = "auto";
       }
+      continue;
+    }
+    std::string parallel_err;  // --comm-timeout, --kill-rank (parallel.h)
+    if (ParseParallelFlag(words, &i, &c->parallel, &parallel_err)) {
+      if (!parallel_err.empty()) return parallel_err;
       continue;
     }
     std::string memory_err;  // --precision, --recompute, ... (memory.h)

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "memory.h"
+#include "parallel.h"
 
 namespace htr_train {
 
@@ -66,6 +67,7 @@ struct Config {
   std::string profile;      // --profile FILE: Chrome trace of the training steps (profile.h)
 
   MemoryFlags memory;  // --precision, --recompute, --memory-budget, --memory-report (memory.h)
+  ParallelFlags parallel;  // --comm-timeout, --kill-rank (parallel.h)
 
   // Tokens and Hugging Face checkpoints (tokenizer.h, token_file.h, hf_io.h).
   std::string tokenizer;  // --tokenizer tokenizer.json: encode the text corpus, decode samples

@@ -23,6 +23,7 @@
 #include "model.h"
 #include "optimizer.h"
 #include "outputs.h"
+#include "parallel.h"
 #include "profile.h"
 #include "progress.h"
 #include "token_file.h"
@@ -35,8 +36,17 @@
 namespace htr_train {
 namespace {
 
+// Data parallel (parallel.h): the process world, set once opened. An error on
+// one rank of several names the rank and ends every rank (no rank is left
+// waiting for it).
+World* g_world = nullptr;
+
 int Fail(const std::string& message) {
   std::fflush(stdout);
+  if (g_world != nullptr && g_world->size() > 1) {
+    std::fprintf(stderr, "htr-train: error: rank %u of %u: %s\n", g_world->rank(), g_world->size(), message.c_str());
+    g_world->Abort(1);
+  }
   std::fprintf(stderr, "htr-train: error: %s\n", message.c_str());
   return 1;
 }
@@ -113,6 +123,13 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "htr-train: error: %s\n%s", err.c_str(), Usage().c_str());
     return 2;
   }
+
+  World world;  // rank and size from MPI under mpirun, else 0 of 1 (parallel.h)
+  err = world.Open();
+  if (!err.empty()) return Fail(err);
+  g_world = &world;
+  const bool rank0 = world.rank() == 0;  // rank 0 alone prints and writes files
+  if (!rank0 && std::freopen("/dev/null", "w", stdout) == nullptr) return Fail("cannot silence stdout");
 
   auto rt = htr::Runtime::Create();
   if (!rt.ok()) return Fail(std::string("runtime: ") + rt.status().message());
@@ -246,7 +263,11 @@ int Main(int argc, char** argv) {
               c.lr_schedule.c_str(), static_cast<long long>(c.warmup));
   std::fflush(stdout);
 
+  if (world.size() > 1)
+    std::printf("htr-train: data parallel: %u ranks x batch %lld = global batch %lld (rank 0 on %s)\n", world.size(),
+                static_cast<long long>(c.batch), static_cast<long long>(c.batch) * world.size(), device.id());
   Trainer trainer(c, m, seq, device.get());
+  trainer.SetWorld(world.get());
   err = trainer.Init();
   if (!err.empty()) return Fail(err);
   std::printf("htr-train: plan: %s\n", trainer.PlanSummary().c_str());
@@ -277,25 +298,26 @@ int Main(int argc, char** argv) {
     if (!err.empty()) return Fail(err);
   }
 
-  if (!c.save_init.empty()) {  // the weights the first step starts from (tools/compare_loss_curve.py)
+  if (!c.save_init.empty() && rank0) {  // the weights the first step starts from (tools/compare_loss_curve.py)
     err = trainer.Save(c.save_init, false, {{"format", "pt"}});
     if (!err.empty()) return Fail(err);
   }
 
   Progress progress(c.progress, c.steps, c.print_every);
-  if (!c.log_json.empty()) {
+  if (!c.log_json.empty() && rank0) {
     err = progress.OpenJsonLog(c.log_json, resume_path.empty() ? -1 : state.next_step);
     if (!err.empty()) return Fail(err);
   }
   const std::string ckpt_path = c.checkpoint_dir + "/checkpoint.safetensors";
-  auto save_checkpoint = [&](int64_t next_step) {
+  auto save_checkpoint = [&](int64_t next_step) -> std::string {
+    if (!rank0) return "";
     state.next_step = next_step;
     state.data_rng = sampler.rng().Save();
     return trainer.Save(ckpt_path, true, CheckpointMetadata(c, m, seq, state));
   };
   double last_val = -1;
   auto evaluate = [&](int64_t step) -> std::string {
-    if (corpus.val.empty()) return "";
+    if (corpus.val.empty() || !rank0) return "";
     std::string e = trainer.Evaluate(corpus.val, c.eval_batches, &last_val);
     if (!e.empty()) return e;
     progress.Eval(step, last_val);
@@ -305,7 +327,7 @@ int Main(int argc, char** argv) {
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const double tokens_per_step = static_cast<double>(c.batch * seq * c.grad_accum);
+  const double tokens_per_step = static_cast<double>(c.batch * seq * c.grad_accum) * world.size();
   ProfileSession profile(rt->get(), c.profile);  // --profile FILE (profile.h)
   LiveStats live(device.get(), m, seq, trainer.train_executable());
   err = profile.Start();
@@ -342,7 +364,7 @@ int Main(int argc, char** argv) {
       err = save_checkpoint(step + 1);
       if (!err.empty()) return Fail(err);
     }
-    if (step == c.kill_after_step) {
+    if (step == c.kill_after_step && (c.parallel.kill_rank < 0 || c.parallel.kill_rank == world.rank())) {
       std::fflush(stdout);
       std::raise(SIGKILL);
     }
@@ -363,6 +385,7 @@ int Main(int argc, char** argv) {
   }
   err = save_checkpoint(std::max(c.steps, state.next_step));
   if (!err.empty()) return Fail(err);
+  if (!rank0) return 0;  // the files below are rank 0's
   const std::string weights_out = c.save_weights.empty() ? c.out_dir + "/model.safetensors" : c.save_weights;
   err = trainer.Save(weights_out, false, {{"format", "pt"}});
   if (!err.empty()) return Fail(err);

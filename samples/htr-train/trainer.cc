@@ -77,6 +77,9 @@ Trainer::~Trainer() {
   // retains), so ours can go first.
   for (htr_tensor_t* t : {ids_, targets_, lr_, step_, apply_, sample_ids_}) htr_tensor_release(t);
   for (htr_tensor_t* t : snap_) htr_tensor_release(t);
+  for (htr_tensor_t* t : grad_states_) htr_tensor_release(t);
+  htr_tensor_release(keep_);
+  htr_comm_destroy(comm_);
 }
 
 std::string Trainer::Compile(GraphBuilder& g, Executable* exe) {
@@ -131,6 +134,7 @@ std::string Trainer::PlanTable() const {
 }
 
 std::string Trainer::Init() {
+  if (htr_world_size(world_) > 1) return InitParallel();  // parallel_step.cc
   GraphBuilder g;
   c_.memory.loss_scaling = LossScalingEnabled(c_.memory, device_);  // fp16 (memory.h)
   BuildTrainStep(g, c_, m_, specs_, c_.batch, seq_);
@@ -212,6 +216,7 @@ std::string Trainer::Step(int64_t step, double lr, BatchSampler* sampler, StepRe
   // itself waits for the uploads (htr_executable_run synchronizes its stream first), and one
   // synchronize covers both reads, so a step costs the host three waits instead of one per copy.
   // The host buffers are members: they must outlive the enqueued copies.
+  if (comm_ != nullptr) return StepParallel(step, lr, sampler, out);  // parallel_step.cc
   htr_stream_t* const s = stream_.get();
   t_first_code = HTR_STATUS_OK;
   out->code = HTR_STATUS_OK;

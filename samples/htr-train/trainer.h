@@ -15,6 +15,7 @@
 #include "memory.h"
 #include "htr/htr_graph.h"
 #include "model.h"
+#include "parallel.h"
 #include "weights_io.h"
 
 namespace htr_train {
@@ -88,8 +89,15 @@ class Trainer {
   std::string SampleIds(const std::vector<int32_t>& prompt, int64_t tokens, double temperature,
                         uint64_t seed, int64_t vocab_limit, std::vector<int32_t>* out);
 
+  // Data parallel (parallel_step.h): call before Init with the process
+  // world; a world of more than one rank makes Init build the two-executable
+  // step and a communicator of every rank, and Step all-reduce the gradients.
+  void SetWorld(htr_world_t* world) { world_ = world; }
+
  private:
   std::string Compile(GraphBuilder& g, Executable* exe);
+  std::string InitParallel();  // parallel_step.cc
+  std::string StepParallel(int64_t step, double lr, BatchSampler* sampler, StepResult* out);
   std::string CopyParamsTo(Executable* dst);
   std::string StateTensors(bool moments, std::vector<NamedTensor>* out);
   void ReleaseStateTensors(std::vector<NamedTensor>* v);
@@ -113,6 +121,14 @@ class Trainer {
     std::vector<Batch> batches;  // one per micro-batch
     std::vector<float> apply, loss;
   } step_host_;
+  // Data parallel (parallel_step.cc): the world (borrowed), the communicator, the gradient
+  // executable, its "keep" input and its gradient states (ours, one reference each).
+  htr_world_t* world_ = nullptr;
+  htr_comm_t* comm_ = nullptr;
+  Executable grad_;
+  htr_tensor_t* keep_ = nullptr;
+  std::vector<htr_tensor_t*> grad_states_;
+  std::vector<float> keep_host_;
   LossScaler scaler_;  // fp16 dynamic loss scaling (memory.h)
   std::vector<std::string> state_names_;  // SnapshotState: every state of train_
   std::vector<htr_tensor_t*> snap_;       // per state_names_ entry (owned)
