@@ -66,6 +66,8 @@ class htr_runtime_options_t(Structure):
         ("no_default_search", c_int),
         ("plugin_files", POINTER(c_char_p)),
         ("num_plugin_files", c_size_t),
+        ("layers", c_char_p),
+        ("fault", c_char_p),
     ]
 
 

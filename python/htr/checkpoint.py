@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _structs as S
 from ._lib import lib
+from ._owned import Owned
 from .runtime import DTYPE_NAMES, Device, default_runtime, dtype_code
 from .tensor import _NUMPY, Tensor, _i64, numpy_to_htr_dtype
 
@@ -23,7 +24,7 @@ def _info_dict(i):
             "data_offset": i.data_offset}
 
 
-class Checkpoint:
+class Checkpoint(Owned):
     """An opened, validated file (htr_checkpoint_open); close() or `with`."""
 
     def __init__(self, path):
@@ -36,27 +37,11 @@ class Checkpoint:
         self.path = str(path)
 
     @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError(f"htr: checkpoint {self.path} is closed")
-        return self._handle
+    def _closed(self):
+        return f"checkpoint {self.path} is closed"
 
-    def close(self):
-        if self._handle is not None:
-            self._lib.htr_checkpoint_close(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _release(self, handle):
+        self._lib.htr_checkpoint_close(handle)
 
     def tensors(self):
         """Tensor infos in file order (dicts: name, dtype, shape, nbytes, data_offset)."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from . import _structs as S
 from ._lib import lib
+from ._owned import Owned
 from .runtime import DTYPE_NAMES, Device, default_runtime, dtype_code
 from .tensor import Tensor, _i64, from_numpy
 
@@ -79,7 +80,7 @@ def _attrs(kwargs, keep):
     return arr
 
 
-class Graph:
+class Graph(Owned):
     def __init__(self):
         L = lib()
         self._lib = L
@@ -88,22 +89,10 @@ class Graph:
         L.check(L.htr_graph_create(ctypes.byref(out)), "htr_graph_create")
         self._handle = out.value
 
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError("htr: the graph is destroyed")
-        return self._handle
+    _closed = "the graph is destroyed"
 
-    def close(self):
-        if self._handle is not None:
-            self._lib.htr_graph_destroy(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    def _release(self, handle):
+        self._lib.htr_graph_destroy(handle)
 
     def _v(self, v):
         if isinstance(v, Value):
@@ -244,7 +233,7 @@ class Graph:
         return Executable(self, device, **options)
 
 
-class Executable:
+class Executable(Owned):
     """A graph compiled for one device (htr_executable_create). Options (all
     optional, as htr_executable_options_t): disable_library_ops,
     disable_memory_reuse, num_threads, force_host_staging, disable_fusion,
@@ -279,23 +268,14 @@ class Executable:
         self._handle = out.value
         self._bound = {}  # inputs made here from NumPy, kept for reuse
 
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError("htr: the executable is destroyed")
-        return self._handle
+    _closed = "the executable is destroyed"
+
+    def _release(self, handle):
+        self._lib.htr_executable_destroy(handle)
 
     def close(self):
-        if self._handle is not None:
-            self._lib.htr_executable_destroy(self._handle)
-            self._handle = None
+        super().close()
         self._bound.clear()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def set_input(self, name, value):
         """Binds input `name` to a Tensor (retained by the executable), or copies

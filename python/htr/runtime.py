@@ -11,6 +11,7 @@ from collections import namedtuple
 
 from . import _structs as S
 from ._lib import lib
+from ._owned import Owned
 
 PluginInfo = namedtuple("PluginInfo", "name version path abi_major abi_minor score device_count "
                                       "unavailable_reason")
@@ -47,10 +48,10 @@ def _fixed(arr):
     return bytes(arr).split(b"\0", 1)[0].decode(errors="replace")
 
 
-class Runtime:
+class Runtime(Owned):
     """htr_runtime_create: loads plugins (bad ones are recorded in `rejected`)."""
 
-    def __init__(self, plugin_path=None, no_default_search=False, plugin_files=()):
+    def __init__(self, plugin_path=None, no_default_search=False, plugin_files=(), layers=None, fault=None):
         L = lib()
         self._lib = L
         self._handle = None
@@ -61,34 +62,18 @@ class Runtime:
         arr = (ctypes.c_char_p * max(1, len(files)))(*files)
         opts.plugin_files = arr if files else None
         opts.num_plugin_files = len(files)
+        opts.layers = layers.encode() if layers is not None else None  # None: HTR_LAYERS decides
+        opts.fault = fault.encode() if fault is not None else None
         out = ctypes.c_void_p()
         L.check(L.htr_runtime_create(ctypes.byref(opts), ctypes.byref(out)), "htr_runtime_create")
         self._handle = out.value
         self._devices = {}
 
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError("htr: the runtime is closed")
-        return self._handle
+    _closed = "the runtime is closed"
 
-    def close(self):
-        """Destroys the runtime now. Objects made from it must be gone first."""
-        if self._handle is not None:
-            self._lib.htr_runtime_destroy(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _release(self, handle):
+        """close() destroys the runtime now. Objects made from it must be gone first."""
+        self._lib.htr_runtime_destroy(handle)
 
     def load_plugin(self, path):
         """Loads one plugin file; a rejected file raises Error with the reason."""
@@ -270,12 +255,12 @@ class Device:
         return f"<htr.Device {self.id}>"
 
 
-class Stream:
+class Stream(Owned):
     """An htr_stream_t; owned ones are destroyed (after their work) on close."""
 
     def __init__(self, device, handle, owned):
         self.device = device
-        self.handle = handle
+        self._handle = handle
         self._owned = owned
 
     def synchronize(self):
@@ -286,25 +271,20 @@ class Stream:
         L = self.device.runtime._lib
         L.check(L.htr_stream_wait_event(self.handle, event.handle), "stream wait_event")
 
-    def close(self):
-        if self._owned and self.handle is not None:
-            self.device.runtime._lib.htr_stream_destroy(self.handle)
-        self.handle = None
+    _closed = "the stream is closed"
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    def _release(self, handle):
+        if self._owned:
+            self.device.runtime._lib.htr_stream_destroy(handle)
 
 
-class Event:
+class Event(Owned):
     def __init__(self, device):
         L = device.runtime._lib
         self.device = device
         p = ctypes.c_void_p()
         L.check(L.htr_event_create(device.handle, ctypes.byref(p)), f"{device.id}: event")
-        self.handle = p.value
+        self._handle = p.value
 
     def record(self, stream):
         L = self.device.runtime._lib
@@ -326,16 +306,10 @@ class Event:
         L.check(L.htr_event_elapsed_ns(self.handle, end.handle, ctypes.byref(ns)), "event elapsed")
         return ns.value
 
-    def close(self):
-        if self.handle is not None:
-            self.device.runtime._lib.htr_event_destroy(self.handle)
-            self.handle = None
+    _closed = "the event is destroyed"
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    def _release(self, handle):
+        self.device.runtime._lib.htr_event_destroy(handle)
 
 
 _default = None

@@ -10,6 +10,7 @@ import ctypes
 import numpy as np
 
 from ._lib import lib
+from ._owned import Owned
 from .runtime import DTYPE_NAMES, Device, default_runtime, dtype_code
 
 _NUMPY = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
@@ -38,7 +39,7 @@ def _resolve_device(device, runtime=None):
     return rt.device(device)
 
 
-class Tensor:
+class Tensor(Owned):
     def __init__(self, device, handle):
         """Wraps `handle`, taking over one reference (internal; use htr.empty & co.)."""
         self.device = device
@@ -46,23 +47,11 @@ class Tensor:
         self._handle = handle
 
     # ------------------------------------------------------------ basics
-    @property
-    def handle(self):
-        if self._handle is None:
-            raise ValueError("htr: the tensor is released")
-        return self._handle
+    _closed = "the tensor is released"
 
-    def close(self):
-        """Drops this object's reference now."""
-        if self._handle is not None:
-            self.runtime._lib.htr_tensor_release(self._handle)
-            self._handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
+    def _release(self, handle):
+        """close() drops this object's reference now."""
+        self.runtime._lib.htr_tensor_release(handle)
 
     @property
     def dtype(self):

@@ -67,6 +67,7 @@ int main(void) {
   F(htr_runtime_options_t, struct_size); F(htr_runtime_options_t, plugin_path);
   F(htr_runtime_options_t, no_default_search); F(htr_runtime_options_t, plugin_files);
   F(htr_runtime_options_t, num_plugin_files);
+  F(htr_runtime_options_t, layers); F(htr_runtime_options_t, fault);
   end();
   S(htr_plugin_info_t);
   F(htr_plugin_info_t, struct_size); F(htr_plugin_info_t, name); F(htr_plugin_info_t, version);
