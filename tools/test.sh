@@ -104,17 +104,22 @@ fi
 
 # tokenizers and transformers (PyPI) are the references for htr-train's byte-level BPE and
 # Hugging Face checkpoints (tests/train/tokenizer_test.py, hf_checkpoint_test.py). transformers
-# is pinned to 4.46.3, which runs on Debian 12's python3-torch 1.13 (5.x needs torch >= 2.6 and
-# then offers no models); it brings tokenizers 0.20.3.
+# 4.46.3 runs on Debian 12's python3-torch 1.13 (5.x needs torch >= 2.6 and then offers no
+# models), with tokenizers 0.20.3. They go into build-pydeps/hf, which those tests put first
+# on their PYTHONPATH (tests/train/meson.build), not into the system's site-packages: an older
+# huggingface_hub there would break packages that need a newer one.
+HF_DEPS=$ROOT/build-pydeps/hf
 HF_PROBE='import tokenizers, torch; from transformers import GPT2Config as C, GPT2LMHeadModel as M
 M(C(n_layer=1, n_embd=8, n_head=1, n_positions=8, vocab_size=8))'
-if ! /usr/bin/python3 -c "$HF_PROBE" >/dev/null 2>&1; then
-  if [[ $(id -u) -eq 0 ]]; then
-    note "installing transformers 4.46.3 and tokenizers for /usr/bin/python3 (pip)"
-    /usr/bin/python3 -m pip install --quiet --break-system-packages "transformers==4.46.3" tokenizers
-  else
+if ! PYTHONPATH=$HF_DEPS /usr/bin/python3 -c "$HF_PROBE" >/dev/null 2>&1; then
+  note "installing transformers 4.46.3 and tokenizers into $HF_DEPS (pip)"
+  # --no-deps with the pure-Python dependencies named: pip --target would otherwise add its own
+  # NumPy, which Debian's torch was not built against.
+  if ! /usr/bin/python3 -m pip install --quiet --no-warn-conflicts --no-deps --target "$HF_DEPS" --upgrade \
+      "transformers==4.46.3" "tokenizers==0.20.3" "huggingface_hub==0.36.2" regex tqdm pyyaml filelock \
+      fsspec requests packaging typing_extensions urllib3 idna charset_normalizer certifi safetensors; then
     echo "tools/test.sh: the tokenizer and Hugging Face checkpoint tests will be skipped; to run them:" >&2
-    echo "  /usr/bin/python3 -m pip install --user --break-system-packages 'transformers==4.46.3' tokenizers" >&2
+    echo "  (the pip install above, into $HF_DEPS)" >&2
   fi
 fi
 
