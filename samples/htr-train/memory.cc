@@ -11,15 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "status_text.h"
+
 namespace htr_train {
 
 namespace {
-
-std::string Take(htr_status_t s) {
-  std::string m = htr_status_message(s);
-  htr_status_free(s);
-  return m;
-}
 
 bool ParseU64(const std::string& s, uint64_t* out) {
   if (s.empty() || s[0] < '0' || s[0] > '9') return false;  // no sign, no space

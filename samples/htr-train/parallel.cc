@@ -4,14 +4,10 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "status_text.h"
+
 namespace htr_train {
 namespace {
-
-std::string Take(htr_status_t s) {
-  std::string m = htr_status_message(s);
-  htr_status_free(s);
-  return m;
-}
 
 bool ParseI64(const std::string& s, int64_t* out) {
   if (s.empty()) return false;

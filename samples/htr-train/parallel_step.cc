@@ -7,16 +7,11 @@
 #include "htr/htr_comm.h"
 #include "htr/htr_world.h"
 #include "optimizer.h"
+#include "status_text.h"
 #include "trainer.h"
 
 namespace htr_train {
 namespace {
-
-std::string Take(htr_status_t s) {
-  std::string m = htr_status_message(s);
-  htr_status_free(s);
-  return m;
-}
 
 std::string Check(htr_status_t s, const std::string& what) { return s ? what + ": " + Take(s) : ""; }
 

@@ -7,17 +7,13 @@
 #include <cstdlib>
 #include <set>
 
+#include "status_text.h"
+
 namespace htr_train {
 
 const char kCheckpointFormat[] = "htr-train-checkpoint-1";
 
 namespace {
-
-std::string Take(htr_status_t s) {
-  std::string m = htr_status_message(s);
-  htr_status_free(s);
-  return m;
-}
 
 class Reader {
  public:
