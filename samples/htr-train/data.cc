@@ -11,9 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <new>
 
 #include "run_limits.h"
+#include "user_file.h"
 
 namespace htr_train {
 
@@ -26,18 +26,6 @@ bool EndsWith(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-std::string ReadFile(const std::string& path, std::vector<uint8_t>* out) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return path + ": cannot open: " + std::strerror(errno);
-  unsigned char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out->insert(out->end(), buf, buf + n);
-  bool bad = std::ferror(f) != 0;
-  std::fclose(f);
-  if (bad) return path + ": read error";
-  return "";
-}
-
 }  // namespace
 
 std::string LoadCorpus(const std::string& path, double val_fraction, int64_t min_len,
@@ -45,21 +33,8 @@ std::string LoadCorpus(const std::string& path, double val_fraction, int64_t min
   std::vector<uint8_t> all;
   if (!path.empty()) {
     out->source = path;
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) return path + ": cannot open: " + std::strerror(errno);
-    if (!S_ISREG(st.st_mode)) return path + ": not a regular file";
-    // The bytes are held twice while the splits are made (run_limits.h: the host's limit).
-    const uint64_t size = static_cast<uint64_t>(st.st_size), limit = HostMemoryLimit();
-    if (size > limit / 2)
-      return path + ": out of memory: " + std::to_string(size) + " bytes of data need about " +
-             std::to_string(2 * size) + " bytes of host memory; the limit is " + std::to_string(limit) +
-             " (physical memory or ulimit -v)";
-    try {
-      all.reserve(static_cast<size_t>(size));
-    } catch (const std::bad_alloc&) {
-      return path + ": out of memory reserving " + std::to_string(size) + " bytes for the data";
-    }
-    std::string err = ReadFile(path, &all);
+    // The bytes are held twice while the splits are made: half the host's limit (run_limits.h).
+    std::string err = ReadUserFile(path, HostMemoryLimit() / 2, &all);
     if (!err.empty()) return err;
   } else {
     out->source = kFortunesDir;
@@ -79,8 +54,10 @@ std::string LoadCorpus(const std::string& path, double val_fraction, int64_t min
     closedir(d);
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) {
-      std::string err = ReadFile(std::string(kFortunesDir) + "/" + name, &all);
+      std::vector<uint8_t> one;
+      std::string err = ReadUserFile(std::string(kFortunesDir) + "/" + name, HostMemoryLimit() / 2, &one);
       if (!err.empty()) return err;
+      all.insert(all.end(), one.begin(), one.end());
     }
   }
   if (all.empty()) return out->source + ": the data is empty";

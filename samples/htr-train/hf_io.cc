@@ -8,13 +8,16 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "user_file.h"
+
 namespace htr_train {
 namespace {
+
+// A config.json is a few hundred bytes; past this it is no config (and is not read into memory).
+constexpr uint64_t kMaxConfigBytes = uint64_t{64} << 20;
 
 using nlohmann::json;
 
@@ -23,18 +26,17 @@ bool IsDir(const std::string& p) {
   return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool IsFile(const std::string& p) {
+// Whether anything is there: what it is (a FIFO, a directory) the readers check and name.
+bool Exists(const std::string& p) {
   struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return stat(p.c_str(), &st) == 0;
 }
 
 std::string ReadConfig(const std::string& path, ModelShape* m) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return path + ": cannot open";
-  std::ostringstream ss;
-  ss << f.rdbuf();
+  std::string text;
+  if (std::string err = ReadUserFile(path, kMaxConfigBytes, &text); !err.empty()) return err;
   try {
-    json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return path + ": not a JSON object";
     if (j.contains("model_type") && j["model_type"] != "gpt2")
       return path + ": model_type " + j["model_type"].dump() + " is not gpt2";
@@ -72,13 +74,13 @@ std::string ResolveHfInit(const std::string& init_from, std::string* weights, Mo
   if (IsDir(init_from)) {
     *weights = init_from + "/model.safetensors";
     cfg = init_from + "/config.json";
-    if (!IsFile(*weights)) return *weights + ": not found (a --init-from directory needs model.safetensors)";
-    if (!IsFile(cfg)) return cfg + ": not found (a --init-from directory needs config.json)";
+    if (!Exists(*weights)) return *weights + ": not found (a --init-from directory needs model.safetensors)";
+    if (!Exists(cfg)) return cfg + ": not found (a --init-from directory needs config.json)";
   } else {
     *weights = init_from;
     const size_t slash = init_from.rfind('/');
     cfg = (slash == std::string::npos ? std::string(".") : init_from.substr(0, slash)) + "/config.json";
-    if (!IsFile(cfg)) return "";
+    if (!Exists(cfg)) return "";
   }
   std::string err = ReadConfig(cfg, config);
   if (!err.empty()) return err;

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "run_limits.h"
+#include "user_file.h"
+
 namespace htr_train {
 namespace {
 
@@ -42,34 +45,27 @@ bool IsTokenFile(const std::string& path) {
 }
 
 std::string ReadTokenFile(const std::string& path, std::vector<int32_t>* tokens) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return path + ": cannot open: " + std::strerror(errno);
-  struct Closer {
-    FILE* f;
-    ~Closer() { std::fclose(f); }
-  } closer{f};
-  std::vector<unsigned char> header(kHeaderInts * 4);
-  if (std::fread(header.data(), 1, header.size(), f) != header.size())
-    return path + ": token file header truncated (needs 1024 bytes)";
-  if (Le32(&header[0]) != static_cast<uint32_t>(kTokenFileMagic))
-    return path + ": not a llm.c token file (magic " + std::to_string(Le32(&header[0])) + ", expected " +
+  // The file's bytes and the tokens (4 bytes each, at most twice the file) are held at once.
+  std::vector<uint8_t> file;
+  std::string err = ReadUserFile(path, HostMemoryLimit() / 3, &file);
+  if (!err.empty()) return err;
+  const size_t header = kHeaderInts * 4;
+  if (file.size() < header) return path + ": token file header truncated (needs 1024 bytes)";
+  if (Le32(&file[0]) != static_cast<uint32_t>(kTokenFileMagic))
+    return path + ": not a llm.c token file (magic " + std::to_string(Le32(&file[0])) + ", expected " +
            std::to_string(kTokenFileMagic) + ")";
-  const uint32_t version = Le32(&header[4]);
+  const uint32_t version = Le32(&file[4]);
   if (version != 1 && version != 2)
     return path + ": token file version " + std::to_string(version) + " (1: uint16 tokens, 2: uint32 tokens)";
-  const uint64_t count = Le32(&header[8]);
+  const uint64_t count = Le32(&file[8]);
   const uint64_t width = version == 1 ? 2 : 4;
-  struct stat st;
-  if (fstat(fileno(f), &st) != 0) return path + ": cannot stat: " + std::strerror(errno);
-  const uint64_t body = static_cast<uint64_t>(st.st_size) - header.size();
+  const uint64_t body = file.size() - header;
   if (body != count * width)
     return path + ": header says " + std::to_string(count) + " tokens (" + std::to_string(count * width) +
            " bytes) but " + std::to_string(body) + " bytes follow the header";
-  std::vector<unsigned char> raw(static_cast<size_t>(count * width));
-  if (!raw.empty() && std::fread(raw.data(), 1, raw.size(), f) != raw.size()) return path + ": read error";
   tokens->resize(static_cast<size_t>(count));
   for (size_t i = 0; i < tokens->size(); ++i) {
-    const unsigned char* p = raw.data() + i * width;
+    const unsigned char* p = file.data() + header + i * width;
     const uint32_t v = width == 2 ? static_cast<uint32_t>(p[0] | p[1] << 8) : Le32(p);
     if (v > 0x7fffffffu) return path + ": token " + std::to_string(i) + " = " + std::to_string(v) + " is out of range";
     (*tokens)[i] = static_cast<int32_t>(v);

@@ -8,15 +8,17 @@
 #include <climits>
 #include <cstdio>
 #include <exception>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "unicode_tables.h"
+#include "user_file.h"
 
 namespace htr_train {
 namespace {
+
+// GPT-2's tokenizer.json is 1.4 MB; a file past this is no tokenizer (and is not read into memory).
+constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{1} << 30;
 
 using nlohmann::json;
 
@@ -82,16 +84,6 @@ size_t DecodeUtf8(const std::string& s, size_t i, uint32_t* cp) {
   if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
   *cp = v;
   return len;
-}
-
-std::string ReadWhole(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return path + ": cannot open";
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return path + ": read error";
-  *out = ss.str();
-  return "";
 }
 
 uint64_t Fnv1a(const std::string& s) {
@@ -163,7 +155,7 @@ std::vector<std::pair<size_t, size_t>> SplitGpt2(const std::vector<uint32_t>& cp
 
 std::string Tokenizer::Load(const std::string& path) {
   std::string text;
-  std::string err = ReadWhole(path, &text);
+  std::string err = ReadUserFile(path, kMaxTokenizerFileBytes, &text);
   if (!err.empty()) return err;
   file_hash_ = Fnv1a(text);
   const std::string where = path + ": ";

@@ -254,6 +254,16 @@ def train_cases(htr, work, data, ckpt):
     for flag in ("--init-from", "--resume", "--data"):
         train("fifo" + flag, [flag, fifo], ["fifo.safetensors"], timeout=30)
     train("devzero--init-from", ["--init-from", "/dev/zero"], ["/dev/zero", "not a regular file"], timeout=30)
+    # The same for the token paths: a FIFO or a device as --tokenizer, and a transformers
+    # directory whose config.json is a FIFO (user_file.h: no blocking open, regular files only).
+    train("fifo--tokenizer", ["--tokenizer", fifo], ["fifo.safetensors", "not a regular file"], timeout=30)
+    train("devzero--tokenizer", ["--tokenizer", "/dev/zero"], ["/dev/zero", "not a regular file"], timeout=30)
+    hf_dir = os.path.join(work, "hf-fifo-config")
+    if not os.path.isdir(hf_dir):
+        os.makedirs(hf_dir)
+        os.mkfifo(os.path.join(hf_dir, "config.json"))
+        shutil.copy(ckpt, os.path.join(hf_dir, "model.safetensors"))
+    train("fifo-config.json--init-from", ["--init-from", hf_dir], ["config.json", "not a regular file"], timeout=30)
     train("directory--init-from", ["--init-from", a_dir], ["adir.safetensors"], timeout=30)
     train("missing--init-from", ["--init-from", os.path.join(work, "nope.safetensors")], ["nope.safetensors"])
     # 5 and 8. Variables: garbage is rejected with the valid values.
