@@ -25,6 +25,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import words_corpus  # noqa: E402  (tests/words_corpus.py)
+
 TINY = ["--layers", "2", "--width", "32", "--heads", "2", "--ctx", "32", "--seq", "32",
         "--eval-every", "0", "--eval-batches", "1", "--sample-tokens", "0", "--warmup", "5",
         "--lr", "3e-3", "--progress", "plain", "--print-every", "10", "--data-order", "random"]
@@ -34,13 +37,7 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 
 
 def make_data(path, n=20000):
-    words = b"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-    out, x = [], 12345
-    while sum(map(len, out)) < n:
-        x = (x * 1103515245 + 12345) % 2**31
-        out.append(words[x % len(words)] + (b"\n" if x % 7 == 0 else b" "))
-    with open(path, "wb") as f:
-        f.write(b"".join(out))
+    words_corpus.make_data(path, n)
 
 
 def run(cmd, check=True, timeout=600):

@@ -9,16 +9,12 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 from lsan_tracer_flake import tracer_crash_only  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import words_corpus  # noqa: E402  (tests/words_corpus.py)
+
 
 def make_data(path, n=60000):
-    """Writes about n bytes of pseudo-random words (deterministic) to path."""
-    words = b"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-    out, x = [], 12345
-    while sum(map(len, out)) < n:
-        x = (x * 1103515245 + 12345) % 2**31
-        out.append(words[x % len(words)] + (b"\n" if x % 7 == 0 else b" "))
-    with open(path, "wb") as f:
-        f.write(b"".join(out))
+    words_corpus.make_data(path, n)
 
 
 def run(exe, work, name, steps, env_extra, model_args, timeout=600):

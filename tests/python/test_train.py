@@ -13,6 +13,9 @@ import pytest
 
 import htr
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import words_corpus  # noqa: E402  (tests/words_corpus.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_GPT = os.path.join(HERE, "..", "..", "samples", "python", "train_gpt.py")
 TINY = ["--layers", "2", "--width", "32", "--heads", "2", "--ctx", "32", "--seq", "32",
@@ -20,12 +23,7 @@ TINY = ["--layers", "2", "--width", "32", "--heads", "2", "--ctx", "32", "--seq"
 
 
 def make_data(path, n=6000):
-    words = b"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-    out, x = [], 12345
-    while sum(map(len, out)) < n:
-        x = (x * 1103515245 + 12345) % 2**31
-        out.append(words[x % len(words)] + (b"\n" if x % 7 == 0 else b" "))
-    path.write_bytes(b"".join(out))
+    words_corpus.make_data(path, n)
 
 
 def records(path):

@@ -31,19 +31,16 @@ import st_io  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 from lsan_tracer_flake import run_retrying  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import words_corpus  # noqa: E402  (tests/words_corpus.py)
+
 TINY = ["--layers", "2", "--width", "32", "--heads", "2", "--ctx", "32", "--seq", "32",
         "--batch", "4", "--eval-every", "0", "--eval-batches", "2", "--sample-tokens", "8",
         "--progress", "plain", "--print-every", "100"]
 
 
 def make_data(path, n=6000):
-    words = b"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
-    out, x = [], 12345
-    while sum(map(len, out)) < n:
-        x = (x * 1103515245 + 12345) % 2**31
-        out.append(words[x % len(words)] + (b"\n" if x % 7 == 0 else b" "))
-    with open(path, "wb") as f:
-        f.write(b"".join(out))
+    words_corpus.make_data(path, n)
 
 
 def run(htr, args, check=True):
