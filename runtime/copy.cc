@@ -48,8 +48,10 @@ Status ReadToHost(const htr_tensor_s* t, void* dst, StreamChoice s) {
   int64_t dense[HTR_MAX_RANK];
   ContiguousStrides(t->rank, t->shape, dense);
   if (contiguous && HasBuffer(t)) {
-    HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_device_to_host", [&] { return dev->api->copy_device_to_host(
-        s.stream->handle, t->storage->block.buffer, TensorByteOffset(t), dst, n); })));
+    HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_device_to_host", [&] {
+      return dev->api->copy_device_to_host(s.stream->handle, t->storage->block.buffer, TensorByteOffset(t),
+                                           dst, n);
+    })));
     prof.Launched();
     return s.sync ? Sync(s) : Status();
   }
@@ -61,8 +63,10 @@ Status ReadToHost(const htr_tensor_s* t, void* dst, StreamChoice s) {
   }
   Span span = TensorSpan(t);
   std::vector<uint8_t> staging(span.bytes);
-  HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_device_to_host", [&] { return dev->api->copy_device_to_host(
-      s.stream->handle, t->storage->block.buffer, span.offset, staging.data(), span.bytes); })));
+  HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_device_to_host", [&] {
+    return dev->api->copy_device_to_host(s.stream->handle, t->storage->block.buffer, span.offset,
+                                         staging.data(), span.bytes);
+  })));
   HTR_RETURN_IF_ERROR(Sync(s));
   StridedCopy(static_cast<uint8_t*>(dst), dense, staging.data(), t->strides, t->rank, t->shape,
               DtypeSize(t->dtype));
@@ -79,8 +83,10 @@ Status WriteFromHost(const htr_tensor_s* t, const void* src, StreamChoice s) {
   int64_t dense[HTR_MAX_RANK];
   ContiguousStrides(t->rank, t->shape, dense);
   if (contiguous && HasBuffer(t)) {
-    HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_host_to_device", [&] { return dev->api->copy_host_to_device(
-        s.stream->handle, src, t->storage->block.buffer, TensorByteOffset(t), n); })));
+    HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_host_to_device", [&] {
+      return dev->api->copy_host_to_device(s.stream->handle, src, t->storage->block.buffer,
+                                           TensorByteOffset(t), n);
+    })));
     prof.Launched();
     return s.sync ? Sync(s) : Status();
   }
@@ -93,13 +99,15 @@ Status WriteFromHost(const htr_tensor_s* t, const void* src, StreamChoice s) {
   Span span = TensorSpan(t);
   std::vector<uint8_t> staging(span.bytes);
   htr_plugin_buffer_t* buf = t->storage->block.buffer;
-  HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_device_to_host", [&] { return dev->api->copy_device_to_host(s.stream->handle, buf, span.offset,
-                                                           staging.data(), span.bytes); })));
+  HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_device_to_host", [&] {
+    return dev->api->copy_device_to_host(s.stream->handle, buf, span.offset, staging.data(), span.bytes);
+  })));
   HTR_RETURN_IF_ERROR(Sync(s));
   StridedCopy(staging.data(), t->strides, static_cast<const uint8_t*>(src), dense, t->rank,
               t->shape, DtypeSize(t->dtype));
-  HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_host_to_device", [&] { return dev->api->copy_host_to_device(s.stream->handle, staging.data(), buf,
-                                                           span.offset, span.bytes); })));
+  HTR_RETURN_IF_ERROR(Status(RetryTransient(dev, "copy_host_to_device", [&] {
+    return dev->api->copy_host_to_device(s.stream->handle, staging.data(), buf, span.offset, span.bytes);
+  })));
   return Sync(s);  // staging dies here
 }
 
@@ -145,9 +153,11 @@ Status CopyTensor(htr_tensor_t* dst, htr_tensor_t* src, htr_stream_t* stream) {
                      htr::rt::IsContiguous(src->rank, src->shape, src->strides);
   if (same_plugin && dense && dst->storage->block.buffer && src->storage->block.buffer &&
       !Overlap(dst, src)) {
-    HTR_RETURN_IF_ERROR(Status(RetryTransient(dst->device, "copy_device_to_device", [&] { return dst->device->api->copy_device_to_device(
-        ds.stream->handle, src->storage->block.buffer, htr::rt::TensorByteOffset(src),
-        dst->storage->block.buffer, htr::rt::TensorByteOffset(dst), n); })));
+    HTR_RETURN_IF_ERROR(Status(RetryTransient(dst->device, "copy_device_to_device", [&] {
+      return dst->device->api->copy_device_to_device(
+          ds.stream->handle, src->storage->block.buffer, htr::rt::TensorByteOffset(src),
+          dst->storage->block.buffer, htr::rt::TensorByteOffset(dst), n);
+    })));
     prof.Launched();
     if (ds.sync) return Status(dst->device->api->stream_synchronize(ds.stream->handle));
     return Status();
@@ -171,8 +181,10 @@ Status FillBytes(htr_tensor_t* t, uint8_t value, htr_stream_t* stream) {
   htr::prof::Dispatch prof(htr::prof::Kind::kFill, t->device, s.stream, "fill");
   prof.SetBytes(0, n);
   if (htr::rt::IsContiguous(t->rank, t->shape, t->strides) && t->storage->block.buffer) {
-    HTR_RETURN_IF_ERROR(Status(RetryTransient(t->device, "fill", [&] { return t->device->api->fill(s.stream->handle, t->storage->block.buffer,
-                                                     htr::rt::TensorByteOffset(t), n, value); })));
+    HTR_RETURN_IF_ERROR(Status(RetryTransient(t->device, "fill", [&] {
+      return t->device->api->fill(s.stream->handle, t->storage->block.buffer, htr::rt::TensorByteOffset(t), n,
+                                  value);
+    })));
     prof.Launched();
     if (s.sync) return Status(t->device->api->stream_synchronize(s.stream->handle));
     return Status();
