@@ -24,6 +24,22 @@ std::string MomentName(const std::string& name, int which) {
   return std::string(which == 1 ? "adam.m." : "adam.v.") + name;
 }
 
+void ClipGradients(GraphBuilder& g, const Config& c, htr_value_t norm, std::vector<htr_value_t>* grads) {
+  if (c.grad_clip <= 0) return;
+  htr_value_t coef = g.Op("minimum", {g.Op("div", {g.Scalar(c.grad_clip),
+                                                   g.Op("add_scalar", {norm}, {Attr::Float("value", 1e-6)})}),
+                                      g.Scalar(1.0)});
+  for (htr_value_t& gr : *grads) gr = g.Mul(gr, coef);
+}
+
+std::vector<htr_value_t> AdamWUpdate(GraphBuilder& g, const Config& c, const ParamSpec& spec, htr_value_t param,
+                                     htr_value_t grad, htr_value_t m1, htr_value_t m2, htr_value_t lr,
+                                     htr_value_t step) {
+  return g.OpN("adamw_update", {param, grad, m1, m2, lr, step},
+               {Attr::Float("beta1", c.beta1), Attr::Float("beta2", c.beta2), Attr::Float("eps", c.eps),
+                Attr::Float("weight_decay", spec.decay ? c.weight_decay : 0.0)});
+}
+
 void BuildTrainStep(GraphBuilder& g, const Config& c, const ModelShape& m,
                     const std::vector<ParamSpec>& specs, int64_t micro_batch, int64_t seq) {
   const bool accum = c.grad_accum > 1;
@@ -63,20 +79,9 @@ void BuildTrainStep(GraphBuilder& g, const Config& c, const ModelShape& m,
   htr_value_t norm = g.OpN("global_norm", grads).at(0);
   g.Output("grad_norm", norm);
   CheckFinite(g, norm, &ls);
-  if (c.grad_clip > 0) {
-    // coef = min(max_norm / (norm + 1e-6), 1), as torch.nn.utils.clip_grad_norm_.
-    htr_value_t coef = g.Op("minimum", {g.Op("div", {g.Scalar(c.grad_clip),
-                                                     g.Op("add_scalar", {norm},
-                                                          {Attr::Float("value", 1e-6)})}),
-                                        g.Scalar(1.0)});
-    for (htr_value_t& gr : grads) gr = g.Mul(gr, coef);
-  }
+  ClipGradients(g, c, norm, &grads);
   for (size_t i = 0; i < specs.size(); ++i) {
-    std::vector<htr_value_t> out =
-        g.OpN("adamw_update", {params[i], grads[i], mom1[i], mom2[i], lr, step},
-              {Attr::Float("beta1", c.beta1), Attr::Float("beta2", c.beta2),
-               Attr::Float("eps", c.eps),
-               Attr::Float("weight_decay", specs[i].decay ? c.weight_decay : 0.0)});
+    std::vector<htr_value_t> out = AdamWUpdate(g, c, specs[i], params[i], grads[i], mom1[i], mom2[i], lr, step);
     if (!g.ok()) return;
     htr_value_t olds[3] = {params[i], mom1[i], mom2[i]};
     for (int k = 0; k < 3; ++k) {

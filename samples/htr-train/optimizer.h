@@ -36,6 +36,16 @@ std::string MomentName(const std::string& name, int which /* 1 = m, 2 = v */);
 void BuildTrainStep(GraphBuilder& g, const Config& c, const ModelShape& m,
                     const std::vector<ParamSpec>& specs, int64_t micro_batch, int64_t seq);
 
+// The update both step graphs end with (this one and the data-parallel update
+// step, parallel_step.h), appended to `g`:
+//   ClipGradients   grads *= min(grad_clip / (norm + 1e-6), 1), as
+//                   torch.nn.utils.clip_grad_norm_; nothing when grad_clip is 0.
+//   AdamWUpdate     adamw_update of one parameter: {param', m1', m2'}.
+void ClipGradients(GraphBuilder& g, const Config& c, htr_value_t norm, std::vector<htr_value_t>* grads);
+std::vector<htr_value_t> AdamWUpdate(GraphBuilder& g, const Config& c, const ParamSpec& spec, htr_value_t param,
+                                     htr_value_t grad, htr_value_t m1, htr_value_t m2, htr_value_t lr,
+                                     htr_value_t step);
+
 // Forward-only graph for evaluation: inputs ids, targets; output loss.
 void BuildEval(GraphBuilder& g, const ModelShape& m, const std::vector<ParamSpec>& specs,
                int64_t batch, int64_t seq);

@@ -58,17 +58,9 @@ void BuildUpdateStep(GraphBuilder& g, const Config& c, const std::vector<ParamSp
   // From here as BuildTrainStep (optimizer.cc): norm, clipping, AdamW.
   htr_value_t norm = g.OpN("global_norm", grads).at(0);
   g.Output("grad_norm", norm);
-  if (c.grad_clip > 0) {
-    htr_value_t coef = g.Op(
-        "minimum",
-        {g.Op("div", {g.Scalar(c.grad_clip), g.Op("add_scalar", {norm}, {Attr::Float("value", 1e-6)})}), g.Scalar(1.0)});
-    for (htr_value_t& gr : grads) gr = g.Mul(gr, coef);
-  }
+  ClipGradients(g, c, norm, &grads);
   for (size_t i = 0; i < specs.size(); ++i) {
-    std::vector<htr_value_t> out =
-        g.OpN("adamw_update", {params[i], grads[i], mom1[i], mom2[i], lr, step},
-              {Attr::Float("beta1", c.beta1), Attr::Float("beta2", c.beta2), Attr::Float("eps", c.eps),
-               Attr::Float("weight_decay", specs[i].decay ? c.weight_decay : 0.0)});
+    std::vector<htr_value_t> out = AdamWUpdate(g, c, specs[i], params[i], grads[i], mom1[i], mom2[i], lr, step);
     if (!g.ok()) return;
     g.Assign(params[i], out[0]);
     g.Assign(mom1[i], out[1]);
